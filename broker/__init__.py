@@ -1,0 +1,1 @@
+"""The OrbitMQ broker: durable store, delivery services and the RocketMQ 5 gRPC servicer."""

@@ -1,0 +1,1 @@
+"""RocketMQ's storage design: CommitLog, ConsumeQueue, IndexFile, flush, recovery and retention."""

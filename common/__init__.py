@@ -1,0 +1,1 @@
+"""Pieces shared by the servers and the clients: config loading, limits, codes and protocol glue."""

@@ -1,0 +1,1 @@
+"""Internal protocols (name server registration, admin) and their generated modules."""

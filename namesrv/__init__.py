@@ -1,0 +1,1 @@
+"""The OrbitMQ name server: broker registration, expiry and topic routes."""

@@ -1,0 +1,1 @@
+"""OpenMessaging-style Python client SDK for OrbitMQ (arrives with the oms issue)."""

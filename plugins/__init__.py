@@ -1,0 +1,1 @@
+"""Built-in plugins: filters, allocation strategies, ACL and the log appender."""

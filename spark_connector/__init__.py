@@ -1,0 +1,1 @@
+"""PySpark Python Data Source for OrbitMQ (arrives with the Spark issue)."""

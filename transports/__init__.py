@@ -1,0 +1,1 @@
+"""Broker transports for other frameworks (Celery/kombu)."""

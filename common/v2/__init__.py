@@ -1,0 +1,1 @@
+"""RocketMQ 5 gRPC v2 glue shared by the name server and the broker."""

@@ -1,0 +1,230 @@
+"""The CommitLog record codec: one fixed header, variable body/topic/properties, a whole-record CRC.
+
+``docs/storage.md`` gives the byte layout; this module is the only code that knows it.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+
+from broker.store.message import (
+    MessageExt,
+    MessageExtBrokerInner,
+    decode_properties,
+    encode_properties,
+    tags_hash_code,
+)
+
+MESSAGE_MAGIC_CODE = 0x0B17A001
+BLANK_MAGIC_CODE = 0x0B17A0FF
+
+# total, magic, bodyCRC, queueId, flag, queueOffset, physicalOffset, sysFlag, bornTs, bornIP, bornPort,
+# storeTs, storeIP, storePort, reconsumeTimes, preparedTxOffset, bodyLength
+HEADER = struct.Struct(">iIIiiqqiq4sIq4sIiqi")
+HEADER_SIZE = HEADER.size  # 88
+TRAILER = struct.Struct(">I")  # CRC32 of every byte of the record before it
+TOPIC_LEN = struct.Struct(">B")
+PROPS_LEN = struct.Struct(">H")
+BLANK = struct.Struct(">iI")
+MIN_RECORD_SIZE = HEADER_SIZE + TOPIC_LEN.size + PROPS_LEN.size + TRAILER.size
+MAX_TOPIC_BYTES = 255
+MAX_PROPERTIES_BYTES = 32767
+
+OFF_QUEUE_OFFSET = 20
+OFF_PHYSICAL_OFFSET = 28
+OFF_STORE_TIMESTAMP = 56
+
+
+class RecordError(ValueError):
+    """A record that cannot be stored (too large fields); carries the field name and limit."""
+
+
+class ScanStatus(Enum):
+    OK = "ok"
+    BLANK = "blank"  # end-of-segment marker: continue at the next segment
+    END = "end"  # zeros: nothing was ever written here
+    CORRUPT = "corrupt"  # torn or damaged record
+
+
+@dataclass(frozen=True)
+class RecordInfo:
+    """What recovery and dispatch need from one record without building a MessageExt."""
+
+    status: ScanStatus
+    size: int
+    topic: str = ""
+    queue_id: int = 0
+    queue_offset: int = 0
+    physical_offset: int = 0
+    store_timestamp: int = 0
+    tags_code: int = 0
+    keys: tuple[str, ...] = ()
+    unique_key: str | None = None
+
+
+@lru_cache(maxsize=1024)
+def _ip(host: str) -> bytes:
+    try:
+        return socket.inet_aton(host)
+    except OSError:
+        return b"\x00\x00\x00\x00"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A message encoded except for its offsets and store timestamp, which are patched at append."""
+
+    topic: bytes
+    properties: bytes
+    size: int
+
+
+def prepare(msg: MessageExtBrokerInner) -> Encoded:
+    topic = msg.topic.encode("utf-8")
+    if len(topic) > MAX_TOPIC_BYTES:
+        raise RecordError(f"topic is {len(topic)} bytes, the limit is {MAX_TOPIC_BYTES}")
+    props = encode_properties(msg.properties)
+    if len(props) > MAX_PROPERTIES_BYTES:
+        raise RecordError(f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}")
+    return Encoded(topic, props, MIN_RECORD_SIZE + len(msg.body) + len(topic) + len(props))
+
+
+def write_record(
+    buf: memoryview | bytearray,
+    pos: int,
+    msg: MessageExtBrokerInner,
+    enc: Encoded,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+) -> None:
+    """Encode ``msg`` into ``buf`` at ``pos`` (``enc.size`` bytes)."""
+    body = msg.body
+    HEADER.pack_into(
+        buf,
+        pos,
+        enc.size,
+        MESSAGE_MAGIC_CODE,
+        zlib.crc32(body),
+        msg.queue_id,
+        msg.flag,
+        queue_offset,
+        physical_offset,
+        msg.sys_flag,
+        msg.born_timestamp,
+        _ip(msg.born_host[0]),
+        msg.born_host[1],
+        store_timestamp,
+        _ip(msg.store_host[0]),
+        msg.store_host[1],
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+        len(body),
+    )
+    p = pos + HEADER_SIZE
+    end_body = p + len(body)
+    buf[p:end_body] = body
+    p = end_body
+    buf[p] = len(enc.topic)
+    p += 1
+    buf[p : p + len(enc.topic)] = enc.topic
+    p += len(enc.topic)
+    PROPS_LEN.pack_into(buf, p, len(enc.properties))
+    p += 2
+    buf[p : p + len(enc.properties)] = enc.properties
+    p += len(enc.properties)
+    TRAILER.pack_into(buf, p, zlib.crc32(buf[pos:p]))
+
+
+def write_blank(buf: memoryview | bytearray, pos: int, size: int) -> None:
+    """Mark the rest of a segment unused; readers skip to the next segment."""
+    BLANK.pack_into(buf, pos, size, BLANK_MAGIC_CODE)
+
+
+def encode(msg: MessageExtBrokerInner, queue_offset: int = 0, physical_offset: int = 0, store_ts: int = 0) -> bytes:
+    enc = prepare(msg)
+    buf = bytearray(enc.size)
+    write_record(buf, 0, msg, enc, queue_offset, physical_offset, store_ts)
+    return bytes(buf)
+
+
+def check_record(buf: memoryview | bytes | bytearray, pos: int, limit: int) -> RecordInfo:
+    """Validate the record at ``pos`` (size, magic, CRC) without decoding it fully; ``limit`` bounds the read."""
+    if pos + 8 > limit:
+        return RecordInfo(ScanStatus.END if pos >= limit else ScanStatus.CORRUPT, 0)
+    size, magic = BLANK.unpack_from(buf, pos)
+    if size == 0 and magic == 0:
+        return RecordInfo(ScanStatus.END, 0)
+    if magic == BLANK_MAGIC_CODE:
+        return RecordInfo(ScanStatus.BLANK, size) if pos + size == limit else RecordInfo(ScanStatus.CORRUPT, 0)
+    if magic != MESSAGE_MAGIC_CODE or size < MIN_RECORD_SIZE or pos + size > limit:
+        return RecordInfo(ScanStatus.CORRUPT, 0)
+    end = pos + size - TRAILER.size
+    (crc,) = TRAILER.unpack_from(buf, end)
+    if zlib.crc32(buf[pos:end]) != crc:
+        return RecordInfo(ScanStatus.CORRUPT, 0)
+    h = HEADER.unpack_from(buf, pos)
+    body_len = h[16]
+    p = pos + HEADER_SIZE + body_len
+    if p + 3 > end:
+        return RecordInfo(ScanStatus.CORRUPT, 0)
+    tlen = buf[p]
+    topic = bytes(buf[p + 1 : p + 1 + tlen]).decode("utf-8", "replace")
+    p += 1 + tlen
+    (plen,) = PROPS_LEN.unpack_from(buf, p)
+    if p + 2 + plen != end:
+        return RecordInfo(ScanStatus.CORRUPT, 0)
+    props = decode_properties(buf[p + 2 : p + 2 + plen])
+    keys = tuple(k for k in props.get("KEYS", "").split(" ") if k)
+    return RecordInfo(
+        ScanStatus.OK,
+        size,
+        topic,
+        h[3],
+        h[5],
+        h[6],
+        h[11],
+        tags_hash_code(props.get("TAGS")),
+        keys,
+        props.get("UNIQ_KEY"),
+    )
+
+
+def decode(buf: memoryview | bytes | bytearray, pos: int = 0) -> MessageExt:
+    """Decode a full record; the caller has located it through a ConsumeQueue entry or a scan."""
+    h = HEADER.unpack_from(buf, pos)
+    size, magic = h[0], h[1]
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordError(f"no message at this position (magic {magic:#x})")
+    body_len = h[16]
+    p = pos + HEADER_SIZE
+    body = bytes(buf[p : p + body_len])
+    p += body_len
+    tlen = buf[p]
+    topic = bytes(buf[p + 1 : p + 1 + tlen]).decode("utf-8")
+    p += 1 + tlen
+    (plen,) = PROPS_LEN.unpack_from(buf, p)
+    props = decode_properties(buf[p + 2 : p + 2 + plen])
+    return MessageExt(
+        topic=topic,
+        body=body,
+        queue_id=h[3],
+        properties=props,
+        flag=h[4],
+        sys_flag=h[7],
+        born_timestamp=h[8],
+        born_host=(socket.inet_ntoa(h[9]), h[10]),
+        store_timestamp=h[11],
+        store_host=(socket.inet_ntoa(h[12]), h[13]),
+        reconsume_times=h[14],
+        prepared_transaction_offset=h[15],
+        queue_offset=h[5],
+        commitlog_offset=h[6],
+        store_size=size,
+        body_crc=h[2],
+    )

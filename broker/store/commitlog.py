@@ -1,0 +1,112 @@
+"""CommitLog: every message of every topic appended to one log of fixed-size mmap'd segments.
+
+Appends happen under one lock (the single writer); flushing happens outside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from broker.store import codec
+from broker.store.codec import RecordInfo, ScanStatus
+from broker.store.config import MessageStoreConfig
+from broker.store.mapped_file import MappedFileQueue
+from broker.store.message import MessageExt, MessageExtBrokerInner
+
+
+@dataclass(frozen=True)
+class Appended:
+    phys_offset: int
+    size: int
+
+
+class CommitLog:
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.files = MappedFileQueue(config.commitlog_dir, config.mappedFileSizeCommitLog, config.warmMapedFileEnable)
+
+    def load(self) -> None:
+        self.files.load()
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.files.max_offset
+
+    def set_end(self, offset: int) -> None:
+        """After recovery: ``offset`` is the end of the last valid record; everything after it is dropped."""
+        self.files.truncate(offset)
+        for mf in self.files.files:
+            if mf.end_offset <= offset:
+                mf.wrote_position = mf.flushed_position = mf.size
+
+    def append(self, msg: MessageExtBrokerInner, enc: codec.Encoded, queue_offset: int, store_ts: int) -> Appended:
+        """Write one record; the caller holds the store's put lock."""
+        if enc.size > self.files.file_size - codec.BLANK.size:
+            raise codec.RecordError(
+                f"record of {enc.size} bytes does not fit a commitlog segment of {self.files.file_size} bytes"
+            )
+        mf = self.files.get_last_or_create()
+        if enc.size + codec.BLANK.size > mf.remaining():
+            # Leave room for the blank marker; the record starts the next segment.
+            codec.write_blank(mf.view, mf.wrote_position, mf.remaining())
+            mf.wrote_position = mf.size
+            mf = self.files.get_last_or_create()
+        pos = mf.wrote_position
+        phys = mf.start_offset + pos
+        codec.write_record(mf.view, pos, msg, enc, queue_offset, phys, store_ts)
+        mf.wrote_position = pos + enc.size
+        return Appended(phys, enc.size)
+
+    def flush(self) -> int:
+        return self.files.flush()
+
+    def read(self, phys_offset: int, size: int | None = None) -> MessageExt | None:
+        if phys_offset < self.min_offset or phys_offset >= self.max_offset:
+            return None
+        mf = self.files.find(phys_offset)
+        if mf is None:
+            return None
+        pos = phys_offset - mf.start_offset
+        info = codec.check_record(mf.view, pos, mf.wrote_position) if size is None else None
+        if info is not None and info.status is not ScanStatus.OK:
+            return None
+        try:
+            return codec.decode(mf.view, pos)
+        except (codec.RecordError, IndexError, UnicodeDecodeError):
+            return None
+
+    def store_timestamp(self, phys_offset: int) -> int:
+        mf = self.files.find(phys_offset)
+        if mf is None:
+            return -1
+        return int.from_bytes(mf.view[phys_offset - mf.start_offset + codec.OFF_STORE_TIMESTAMP :][:8], "big")
+
+    def scan(self, start: int) -> Iterator[RecordInfo]:
+        """Yield verified records from ``start`` (a record boundary) until the end or the first bad record.
+
+        The last yielded item has status END or CORRUPT and ``physical_offset`` = where valid data stops.
+        """
+        offset = max(start, self.min_offset)
+        while True:
+            mf = self.files.find(offset)
+            if mf is None:
+                yield RecordInfo(ScanStatus.END, 0, physical_offset=offset)
+                return
+            pos = offset - mf.start_offset
+            info = codec.check_record(mf.view, pos, mf.size)
+            if info.status is ScanStatus.OK:
+                yield info
+                offset += info.size
+            elif info.status is ScanStatus.BLANK:
+                offset = mf.end_offset
+            else:
+                yield RecordInfo(info.status, 0, physical_offset=offset)
+                return
+
+    def shutdown(self) -> None:
+        self.files.shutdown()

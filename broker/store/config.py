@@ -1,0 +1,67 @@
+"""Store configuration with RocketMQ's key names (``storePathRootDir``, ``flushDiskType``, ...).
+
+Derived paths (commitlog, consumequeue, index, checkpoint, abort) are computed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from common.limits import GIB, MAX_MESSAGE_BODY_SIZE
+
+CQ_UNIT_SIZE = 20
+
+
+class FlushDiskType(StrEnum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclass
+class MessageStoreConfig:
+    storePathRootDir: str = str(Path.home() / "store")
+    storePathCommitLog: str = ""
+    mappedFileSizeCommitLog: int = GIB
+    mappedFileSizeConsumeQueue: int = 300_000 * CQ_UNIT_SIZE
+    flushDiskType: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flushIntervalCommitLog: int = 500  # ms between background flushes (ASYNC_FLUSH)
+    flushIntervalConsumeQueue: int = 1000  # ms between consume queue / index flushes and checkpoints
+    syncFlushTimeout: int = 5000  # ms a SYNC_FLUSH writer waits before FLUSH_DISK_TIMEOUT
+    fileReservedTime: int = 72  # hours
+    deleteWhen: str = "04"  # hours of the day, ';'-separated
+    diskMaxUsedSpaceRatio: int = 75  # percent
+    cleanResourceInterval: int = 10_000  # ms between retention checks
+    maxMessageSize: int = MAX_MESSAGE_BODY_SIZE
+    messageIndexEnable: bool = True
+    maxHashSlotNum: int = 5_000_000
+    maxIndexNum: int = 20_000_000
+    warmMapedFileEnable: bool = True  # pre-touch the next segment in the background
+
+    @property
+    def root(self) -> Path:
+        return Path(self.storePathRootDir).expanduser()
+
+    @property
+    def commitlog_dir(self) -> Path:
+        return Path(self.storePathCommitLog).expanduser() if self.storePathCommitLog else self.root / "commitlog"
+
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        return self.root / "abort"
+
+    def delete_hours(self) -> set[int]:
+        return {int(h) for h in self.deleteWhen.split(";") if h.strip()}

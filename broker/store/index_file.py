@@ -1,0 +1,212 @@
+"""IndexFile: an on-disk hash index (header, slot table, chained entries) from message keys to commitlog offsets.
+
+``IndexService`` keeps the files, rolls to a new one when full, and answers key queries in a time range.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.store.message import java_string_hash
+
+HEADER = struct.Struct(">qqqqii")  # begin ts, end ts, begin phys, end phys, used slots, index count
+SLOT = struct.Struct(">i")
+ENTRY = struct.Struct(">iqii")  # key hash, phys offset, time diff (s), previous entry index
+HEADER_SIZE = HEADER.size  # 40
+
+
+def key_hash(topic: str, key: str) -> int:
+    return abs(java_string_hash(f"{topic}#{key}")) & 0x7FFFFFFF
+
+
+@dataclass
+class IndexHeader:
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    begin_phy_offset: int = 0
+    end_phy_offset: int = 0
+    hash_slot_count: int = 0
+    index_count: int = 1  # entry 0 is never used so that slot value 0 means "empty"
+
+
+class IndexFile:
+    def __init__(self, path: Path, slot_num: int, index_num: int) -> None:
+        self.path = path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.size = HEADER_SIZE + slot_num * SLOT.size + index_num * ENTRY.size
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(self.fd).st_size != self.size:
+            os.ftruncate(self.fd, self.size)
+        self.mm = mmap.mmap(self.fd, self.size)
+        fields = HEADER.unpack_from(self.mm, 0)
+        self.header = IndexHeader(*fields) if fields[5] > 0 else IndexHeader()
+
+    def is_full(self) -> bool:
+        return self.header.index_count >= self.index_num
+
+    def _slot_pos(self, h: int) -> int:
+        return HEADER_SIZE + (h % self.slot_num) * SLOT.size
+
+    def _entry_pos(self, idx: int) -> int:
+        return HEADER_SIZE + self.slot_num * SLOT.size + idx * ENTRY.size
+
+    def put(self, topic: str, key: str, phys_offset: int, store_timestamp: int) -> bool:
+        if self.is_full():
+            return False
+        hdr = self.header
+        h = key_hash(topic, key)
+        slot_pos = self._slot_pos(h)
+        (prev,) = SLOT.unpack_from(self.mm, slot_pos)
+        if prev <= 0 or prev > hdr.index_count:
+            prev = 0
+        if hdr.index_count == 1:
+            hdr.begin_timestamp = store_timestamp
+            hdr.begin_phy_offset = phys_offset
+        diff = max(0, (store_timestamp - hdr.begin_timestamp) // 1000)
+        idx = hdr.index_count
+        ENTRY.pack_into(self.mm, self._entry_pos(idx), h, phys_offset, diff, prev)
+        SLOT.pack_into(self.mm, slot_pos, idx)
+        if prev == 0:
+            hdr.hash_slot_count += 1
+        hdr.index_count += 1
+        hdr.end_phy_offset = phys_offset
+        hdr.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def _write_header(self) -> None:
+        h = self.header
+        HEADER.pack_into(
+            self.mm,
+            0,
+            h.begin_timestamp,
+            h.end_timestamp,
+            h.begin_phy_offset,
+            h.end_phy_offset,
+            h.hash_slot_count,
+            h.index_count,
+        )
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        h = self.header
+        return h.index_count > 1 and h.begin_timestamp <= end and h.end_timestamp >= begin
+
+    def select(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Commitlog offsets of entries whose key hash matches and whose time lies in [begin, end] (ms)."""
+        h = key_hash(topic, key)
+        (idx,) = SLOT.unpack_from(self.mm, self._slot_pos(h))
+        found: list[int] = []
+        seen = 0
+        while 0 < idx < self.header.index_count and len(found) < max_num and seen < self.index_num:
+            seen += 1
+            eh, phys, diff, prev = ENTRY.unpack_from(self.mm, self._entry_pos(idx))
+            ts = self.header.begin_timestamp + diff * 1000
+            # time diffs are whole seconds: widen the window by one second on each side, callers re-check
+            if eh == h and begin - 1000 <= ts <= end + 1000:
+                found.append(phys)
+            if prev <= 0 or prev >= idx:
+                break
+            idx = prev
+        return found
+
+    def flush(self) -> None:
+        self.mm.flush()
+
+    def close(self) -> None:
+        self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class IndexService:
+    """All index files of the store, oldest first; one writer (the dispatch thread), many readers."""
+
+    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+        self.dir = directory
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+        self.lock = threading.Lock()
+
+    def load(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for p in sorted(self.dir.iterdir()):
+            if p.name.isdigit():
+                self.files.append(IndexFile(p, self.slot_num, self.index_num))
+
+    @property
+    def max_phy_offset(self) -> int:
+        """End of what is indexed (the last indexed record's offset), -1 when empty."""
+        for f in reversed(self.files):
+            if f.header.index_count > 1:
+                return f.header.end_phy_offset
+        return -1
+
+    def _writable(self) -> IndexFile:
+        if not self.files or self.files[-1].is_full():
+            name = str(int(time.time() * 1000))
+            while (self.dir / name).exists():
+                name = str(int(name) + 1)
+            if self.files:
+                self.files[-1].flush()
+            self.files.append(IndexFile(self.dir / name, self.slot_num, self.index_num))
+        return self.files[-1]
+
+    def build_index(self, topic: str, keys: tuple[str, ...], unique_key: str | None, phys: int, ts: int) -> None:
+        with self.lock:
+            if unique_key:
+                self._put(topic, unique_key, phys, ts)
+            for key in keys:
+                self._put(topic, key, phys, ts)
+
+    def _put(self, topic: str, key: str, phys: int, ts: int) -> None:
+        f = self._writable()
+        if not f.put(topic, key, phys, ts):
+            f = self._writable()
+            f.put(topic, key, phys, ts)
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        with self.lock:
+            result: list[int] = []
+            for f in reversed(self.files):
+                if len(result) >= max_num:
+                    break
+                if f.overlaps(begin - 1000, end + 1000):
+                    result.extend(f.select(topic, key, max_num - len(result), begin, end))
+            return result
+
+    def truncate_from_phys(self, phys: int) -> None:
+        """Crash recovery: drop whole files that index anything at or beyond ``phys`` (rebuilt by re-dispatch)."""
+        with self.lock:
+            while self.files and self.files[-1].header.end_phy_offset >= phys and self.files[-1].header.index_count > 1:
+                if self.files[-1].header.begin_phy_offset < phys:
+                    # The file mixes good and lost entries: keep it; stale offsets fail the key re-check.
+                    break
+                self.files.pop().destroy()
+
+    def delete_expired(self, min_commitlog_offset: int) -> None:
+        with self.lock:
+            while len(self.files) > 1 and self.files[0].header.end_phy_offset < min_commitlog_offset:
+                self.files.pop(0).destroy()
+
+    def flush(self) -> None:
+        with self.lock:
+            for f in self.files[-2:]:
+                f.flush()
+
+    def shutdown(self) -> None:
+        with self.lock:
+            for f in self.files:
+                f.flush()
+                f.close()
+            self.files = []

@@ -1,0 +1,209 @@
+"""Fixed-size memory-mapped segment files (``MappedFile``) and their ordered queue (``MappedFileQueue``).
+
+Segments are named by their 20-digit start offset; the next one is allocated and pre-touched ahead of need.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PAGE = mmap.PAGESIZE
+
+
+def segment_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One segment: a file of ``size`` bytes mapped shared; writes go through the map, flushes use fdatasync."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        self.size = size
+        self.start_offset = int(path.name)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(self.fd).st_size != size:
+            # A new segment, or one truncated by a crash/operator: extend to full size with zeros.
+            os.ftruncate(self.fd, size)
+        self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.view = memoryview(self.mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._closed = False
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.size
+
+    def remaining(self) -> int:
+        return self.size - self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.size
+
+    def warm(self) -> None:
+        """Touch every page so the first hot write never faults a fresh page."""
+        mm = self.mm
+        for pos in range(0, self.size, PAGE):
+            mm[pos] = 0
+
+    def flush(self) -> int:
+        """Make everything written so far durable; runs outside the append lock (fdatasync drops the GIL)."""
+        target = self.wrote_position
+        if target > self.flushed_position and not self._closed:
+            os.fdatasync(self.fd)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def mtime(self) -> float:
+        return os.stat(self.path).st_mtime
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.view.release()
+        self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class MappedFileQueue:
+    """The ordered segments of one log; the last one is written, a spare is prepared in the background."""
+
+    def __init__(self, directory: Path, file_size: int, warm: bool = False) -> None:
+        self.dir = directory
+        self.file_size = file_size
+        self.warm_enabled = warm
+        self.files: list[MappedFile] = []
+        self._spare: MappedFile | None = None
+        self._spare_lock = threading.Lock()
+        self._allocator: threading.Thread | None = None
+
+    def load(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.dir.iterdir() if p.name.isdigit() and len(p.name) == 20)
+        self.files = [MappedFile(p, self.file_size) for p in names]
+        for mf in self.files:
+            # Until recovery says otherwise, every loaded segment counts as fully written and flushed.
+            mf.wrote_position = mf.flushed_position = self.file_size
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.start_offset + last.wrote_position
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def find(self, offset: int) -> MappedFile | None:
+        if not self.files or offset < self.files[0].start_offset:
+            return None
+        idx = (offset - self.files[0].start_offset) // self.file_size
+        if 0 <= idx < len(self.files) and self.files[idx].start_offset <= offset < self.files[idx].end_offset:
+            return self.files[idx]
+        for mf in self.files:  # segments are contiguous; this only runs if a gap was left by an operator
+            if mf.start_offset <= offset < mf.end_offset:
+                return mf
+        return None
+
+    def get_last_or_create(self, start_offset: int = 0) -> MappedFile:
+        last = self.last()
+        if last is not None and not last.is_full():
+            return last
+        offset = last.end_offset if last is not None else start_offset - start_offset % self.file_size
+        mf = self._take_spare(offset) or MappedFile(self.dir / segment_name(offset), self.file_size)
+        self.files.append(mf)
+        self._prepare_spare(offset + self.file_size)
+        return mf
+
+    def _take_spare(self, offset: int) -> MappedFile | None:
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and spare.start_offset == offset:
+            return spare
+        if spare is not None:
+            spare.destroy()
+        return None
+
+    def _prepare_spare(self, offset: int) -> None:
+        if not self.warm_enabled:
+            return
+
+        def allocate() -> None:
+            mf = MappedFile(self.dir / segment_name(offset), self.file_size)
+            mf.warm()
+            with self._spare_lock:
+                if self._spare is None:
+                    self._spare = mf
+                    return
+            mf.close()
+
+        self._allocator = threading.Thread(target=allocate, name="AllocateMappedFileService", daemon=True)
+        self._allocator.start()
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything at or after ``offset``: zero the tail of its segment, delete later segments."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.end_offset <= offset:
+                keep.append(mf)
+            elif mf.start_offset <= offset:
+                pos = offset - mf.start_offset
+                mf.view[pos:] = bytes(mf.size - pos)
+                os.fdatasync(mf.fd)
+                mf.wrote_position = mf.flushed_position = pos
+                keep.append(mf)
+            else:
+                mf.destroy()
+        self.files = keep
+
+    def delete_first(self, predicate: Callable[[MappedFile], bool], keep_last: bool = True) -> list[MappedFile]:
+        """Delete leading segments while ``predicate`` holds; never the segment being written."""
+        deleted: list[MappedFile] = []
+        limit = len(self.files) - 1 if keep_last else len(self.files)
+        while len(deleted) < limit and predicate(self.files[len(deleted)]):
+            deleted.append(self.files[len(deleted)])
+        for mf in deleted:
+            mf.destroy()
+        self.files = self.files[len(deleted) :]
+        return deleted
+
+    def flush(self) -> int:
+        """Flush every segment with unflushed bytes; returns the flushed end offset."""
+        for mf in list(self.files):
+            if mf.flushed_position < mf.wrote_position:
+                mf.flush()
+        last = self.last()
+        return last.start_offset + last.flushed_position if last else 0
+
+    def shutdown(self) -> None:
+        if self._allocator is not None:
+            self._allocator.join(timeout=30)
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.destroy()
+        for mf in self.files:
+            mf.close()
+        self.files = []
+
+    def wait_spare_ready(self, timeout: float = 5.0) -> None:
+        """For tests and benchmarks: wait until the background allocation finished."""
+        deadline = time.monotonic() + timeout
+        while self._allocator is not None and self._allocator.is_alive() and time.monotonic() < deadline:
+            self._allocator.join(timeout=0.05)

@@ -1,0 +1,566 @@
+"""DefaultMessageStore: puts, gets, queries, flush services, recovery and retention over the store files.
+
+Thread-based: one put lock (the single writer), a flush thread, an index dispatch thread and a clean thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.store import codec
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.codec import ScanStatus
+from broker.store.commitlog import CommitLog
+from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.consume_queue import ConsumeQueue
+from broker.store.index_file import IndexService
+from broker.store.mapped_file import MappedFile
+from broker.store.message import MessageExt, MessageExtBrokerInner
+from broker.store.results import (
+    AppendMessageResult,
+    CommitLogDispatcher,
+    GetMessageResult,
+    GetMessageStatus,
+    MessageFilter,
+    PutMessageResult,
+    PutMessageStatus,
+)
+from common import message_const as mc
+from common.msgid import create_offset_message_id
+
+log = logging.getLogger(__name__)
+
+MAX_FILTER_SCAN = 16_000  # consume queue entries examined per get when a filter rejects messages
+ArrivingListener = Callable[[str, int, int], None]
+
+
+@dataclass
+class StoreStats:
+    put_messages: int = 0
+    put_bytes: int = 0
+    got_messages: int = 0
+    recovered_records: int = 0  # records re-scanned by the last load(); 0 after a clean stop
+    last_load_seconds: float = 0.0
+
+
+@dataclass(order=True)
+class _FlushWaiter:
+    end_offset: int
+    deadline: float = field(compare=False)
+    future: concurrent.futures.Future[list[PutMessageResult]] = field(compare=False)
+    results: list[PutMessageResult] = field(compare=False)
+
+
+class DefaultMessageStore:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        store_host: tuple[str, int] = ("127.0.0.1", 0),
+        *,
+        clock: Callable[[], float] = time.time,
+        disk_usage: Callable[[Path], float] | None = None,
+    ) -> None:
+        self.config = config
+        self.store_host = store_host
+        self.clock = clock
+        self.disk_usage = disk_usage or _disk_usage_ratio
+        self.commitlog = CommitLog(config)
+        self.index = IndexService(config.index_dir, config.maxHashSlotNum, config.maxIndexNum)
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.stats = StoreStats()
+        self._put_lock = threading.Lock()
+        self._listeners: list[ArrivingListener] = []
+        self._dispatchers: list[CommitLogDispatcher] = []
+        self._index_queue: queue.SimpleQueue[tuple[str, tuple[str, ...], str | None, int, int, int] | None] = (
+            queue.SimpleQueue()
+        )
+        self._index_end = 0  # end of the last record the index thread finished
+        self._index_enqueued = 0
+        self._index_done = 0
+        self._waiters: list[_FlushWaiter] = []
+        self._flush_cond = threading.Condition()
+        self._running = False
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> bool:
+        """Open the files and recover; an ``abort`` file means the last run did not stop cleanly."""
+        started = time.monotonic()
+        self.config.root.mkdir(parents=True, exist_ok=True)
+        self.commitlog.load()
+        if self.config.messageIndexEnable:
+            self.index.load()
+        self._load_consume_queues()
+        checkpoint = StoreCheckpoint.load(self.config.checkpoint_path)
+        crashed = self.config.abort_path.exists() or checkpoint is None
+        if crashed:
+            self._recover_abnormally(checkpoint)
+        else:
+            assert checkpoint is not None
+            self.commitlog.set_end(checkpoint.commitlog_offset)
+            for cq in self.queues.values():
+                cq.truncate_from_phys(checkpoint.commitlog_offset)
+            self._index_end = checkpoint.commitlog_offset
+            self.stats.recovered_records = 0
+        self.stats.last_load_seconds = time.monotonic() - started
+        log.info("store loaded", extra={"crashed": crashed, "seconds": self.stats.last_load_seconds})
+        return True
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.consumequeue_dir
+        root.mkdir(parents=True, exist_ok=True)
+        for topic_dir in sorted(root.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for qdir in sorted(topic_dir.iterdir()):
+                if qdir.is_dir() and qdir.name.isdigit():
+                    cq = ConsumeQueue(root, topic_dir.name, int(qdir.name), self.config.mappedFileSizeConsumeQueue)
+                    cq.load()
+                    self.queues[(topic_dir.name, int(qdir.name))] = cq
+
+    def _recover_abnormally(self, checkpoint: StoreCheckpoint | None) -> None:
+        start = 0
+        if checkpoint is not None:
+            start = min(checkpoint.consume_queue_offset, checkpoint.index_offset, checkpoint.commitlog_offset)
+        start = max(start, self.commitlog.min_offset)
+        for cq in self.queues.values():
+            cq.truncate_from_phys(start)
+        indexed_until = self.index.max_phy_offset
+        end = start
+        scanned = 0
+        for info in self.commitlog.scan(start):
+            if info.status is not ScanStatus.OK:
+                end = info.physical_offset
+                if info.status is ScanStatus.CORRUPT:
+                    log.warning("commitlog tail dropped at a damaged record", extra={"offset": end})
+                break
+            scanned += 1
+            cq = self._queue(info.topic, info.queue_id)
+            cq.put(info.queue_offset, info.physical_offset, info.size, info.tags_code)
+            if self.config.messageIndexEnable and info.physical_offset > indexed_until:
+                self.index.build_index(
+                    info.topic, info.keys, info.unique_key, info.physical_offset, info.store_timestamp
+                )
+        self.commitlog.set_end(end)
+        for cq in self.queues.values():
+            cq.truncate_from_phys(end)
+        self._index_end = end
+        self.stats.recovered_records = scanned
+
+    def start(self) -> None:
+        self.config.abort_path.touch()
+        self._running = True
+        self._stop.clear()
+        specs: list[tuple[str, Callable[[], None]]] = [
+            ("FlushCommitLogService", self._flush_loop),
+            ("FlushConsumeQueueService", self._checkpoint_loop),
+            ("CleanCommitLogService", self._clean_loop),
+        ]
+        if self.config.messageIndexEnable:
+            specs.append(("IndexDispatchService", self._index_loop))
+        for name, target in specs:
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def shutdown(self) -> None:
+        if not self._running:
+            self.commitlog.shutdown()
+            self.index.shutdown()
+            for cq in self.queues.values():
+                cq.shutdown()
+            return
+        self._running = False
+        self._stop.set()
+        self._index_queue.put(None)
+        with self._flush_cond:
+            self._flush_cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=30)
+        self._threads = []
+        with self._put_lock:
+            self._checkpoint(final=True)
+            self.commitlog.shutdown()
+            self.index.shutdown()
+            for cq in self.queues.values():
+                cq.shutdown()
+        self.config.abort_path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ put
+    def add_arriving_listener(self, listener: ArrivingListener) -> None:
+        self._listeners.append(listener)
+
+    def add_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
+        self._dispatchers.append(dispatcher)
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.mappedFileSizeConsumeQueue)
+            cq.load()
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        return self.put_messages_async([msg]).result()[0]
+
+    def put_message_async(self, msg: MessageExtBrokerInner) -> concurrent.futures.Future[PutMessageResult]:
+        outer: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
+
+        def done(f: concurrent.futures.Future[list[PutMessageResult]]) -> None:
+            outer.set_result(f.result()[0])
+
+        self.put_messages_async([msg]).add_done_callback(done)
+        return outer
+
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> list[PutMessageResult]:
+        return self.put_messages_async(msgs).result()
+
+    def put_messages_async(
+        self, msgs: list[MessageExtBrokerInner]
+    ) -> concurrent.futures.Future[list[PutMessageResult]]:
+        """Append ``msgs`` under one lock; the future resolves once they are durable per ``flushDiskType``."""
+        future: concurrent.futures.Future[list[PutMessageResult]] = concurrent.futures.Future()
+        if not self._running:
+            future.set_result(
+                [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * len(msgs)
+            )
+            return future
+        results: list[PutMessageResult] = []
+        prepared: list[codec.Encoded | PutMessageResult] = [self._prepare(m) for m in msgs]
+        arrived: dict[tuple[str, int], int] = {}
+        appended: list[tuple[MessageExtBrokerInner, AppendMessageResult]] = []
+        with self._put_lock:
+            now = int(self.clock() * 1000)
+            host, port = self.store_host
+            for msg, enc in zip(msgs, prepared, strict=True):
+                if isinstance(enc, PutMessageResult):
+                    results.append(enc)
+                    continue
+                cq = self._queue(msg.topic, msg.queue_id)
+                queue_offset = cq.max_offset
+                try:
+                    a = self.commitlog.append(msg, enc, queue_offset, now)
+                except codec.RecordError as exc:
+                    results.append(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(exc)))
+                    continue
+                except OSError as exc:
+                    log.error("commitlog append failed", extra={"error": str(exc)})
+                    results.append(PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(exc)))
+                    continue
+                cq.put(queue_offset, a.phys_offset, a.size, msg.effective_tags_code())
+                ar = AppendMessageResult(
+                    a.phys_offset,
+                    a.size,
+                    create_offset_message_id(host, port, a.phys_offset),
+                    now,
+                    queue_offset,
+                )
+                results.append(PutMessageResult(PutMessageStatus.PUT_OK, ar))
+                appended.append((msg, ar))
+                arrived[(msg.topic, msg.queue_id)] = queue_offset + 1
+                if self.config.messageIndexEnable:
+                    keys = tuple(msg.keys)
+                    uniq = msg.properties.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                    if keys or uniq:
+                        self._index_enqueued += 1
+                        self._index_queue.put((msg.topic, keys, uniq, a.phys_offset, a.size, now))
+            end_offset = self.commitlog.max_offset
+            self.stats.put_messages += len(appended)
+            self.stats.put_bytes += sum(ar.wrote_bytes for _, ar in appended)
+        for msg, ar in appended:
+            for d in self._dispatchers:
+                d.dispatch(msg, ar)
+        for (topic, qid), max_offset in arrived.items():
+            for listener in self._listeners:
+                listener(topic, qid, max_offset)
+        if not appended or self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH:
+            future.set_result(results)
+            return future
+        waiter = _FlushWaiter(end_offset, time.monotonic() + self.config.syncFlushTimeout / 1000, future, results)
+        with self._flush_cond:
+            self._waiters.append(waiter)
+            self._flush_cond.notify()
+        return future
+
+    def _prepare(self, msg: MessageExtBrokerInner) -> codec.Encoded | PutMessageResult:
+        if len(msg.body) > self.config.maxMessageSize:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                error=f"body is {len(msg.body)} bytes, maxMessageSize is {self.config.maxMessageSize}",
+            )
+        try:
+            return codec.prepare(msg)
+        except codec.RecordError as exc:
+            status = (
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if "properties" in str(exc)
+                else PutMessageStatus.MESSAGE_ILLEGAL
+            )
+            return PutMessageResult(status, error=str(exc))
+
+    # ------------------------------------------------------------------ flush services
+    def _flush_loop(self) -> None:
+        """Group commit (SYNC_FLUSH) or periodic flush (ASYNC_FLUSH) of the commitlog."""
+        sync = self.config.flushDiskType is FlushDiskType.SYNC_FLUSH
+        interval = 0.01 if sync else self.config.flushIntervalCommitLog / 1000
+        while not self._stop.is_set():
+            with self._flush_cond:
+                if not self._waiters:
+                    self._flush_cond.wait(timeout=interval)
+                waiters, self._waiters = self._waiters, []
+            try:
+                flushed = self.commitlog.flush()
+            except OSError as exc:
+                log.error("commitlog flush failed", extra={"error": str(exc)})
+                flushed = -1
+            self._complete_waiters(waiters, flushed)
+        with self._flush_cond:
+            waiters, self._waiters = self._waiters, []
+        self._complete_waiters(waiters, self.commitlog.flush())
+
+    def _complete_waiters(self, waiters: list[_FlushWaiter], flushed: int) -> None:
+        now = time.monotonic()
+        pending: list[_FlushWaiter] = []
+        for w in waiters:
+            if w.end_offset <= flushed:
+                w.future.set_result(w.results)
+            elif now >= w.deadline:
+                timed_out = [
+                    PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out")
+                    if r.ok
+                    else r
+                    for r in w.results
+                ]
+                w.future.set_result(timed_out)
+            else:
+                pending.append(w)
+        if pending:
+            with self._flush_cond:
+                self._waiters.extend(pending)
+
+    def _index_loop(self) -> None:
+        while True:
+            item = self._index_queue.get()
+            if item is None:
+                return
+            topic, keys, uniq, phys, size, ts = item
+            try:
+                self.index.build_index(topic, keys, uniq, phys, ts)
+            except OSError as exc:
+                log.error("index build failed", extra={"error": str(exc)})
+            self._index_end = phys + size
+            self._index_done += 1
+
+    def _checkpoint_loop(self) -> None:
+        interval = self.config.flushIntervalConsumeQueue / 1000
+        while not self._stop.wait(interval):
+            try:
+                self._checkpoint()
+            except OSError as exc:
+                log.error("checkpoint failed", extra={"error": str(exc)})
+
+    def _checkpoint(self, final: bool = False) -> None:
+        """Flush commitlog, consume queues and index, then record the offsets below which all three are durable."""
+        with self._put_lock if not final else contextlib.nullcontext():
+            dispatched = self.commitlog.max_offset
+            enqueued = self._index_enqueued
+            queues = list(self.queues.values())
+        # Records without keys never reach the index thread; once it has drained what was queued before the
+        # snapshot, everything up to ``dispatched`` is indexed.
+        index_end = dispatched if self._index_done >= enqueued else min(self._index_end, dispatched)
+        flushed = self.commitlog.flush()
+        for cq in queues:
+            cq.flush()
+        self.index.flush()
+        StoreCheckpoint(
+            commitlog_offset=min(flushed, dispatched),
+            consume_queue_offset=dispatched,
+            index_offset=index_end,
+            timestamp=int(self.clock() * 1000),
+        ).save(self.config.checkpoint_path)
+
+    # ------------------------------------------------------------------ retention
+    def _clean_loop(self) -> None:
+        while not self._stop.wait(self.config.cleanResourceInterval / 1000):
+            try:
+                self.delete_expired_files()
+            except OSError as exc:
+                log.error("retention failed", extra={"error": str(exc)})
+
+    def delete_expired_files(self, force: bool = False) -> int:
+        """Delete commitlog segments older than ``fileReservedTime`` at ``deleteWhen`` (or when the disk is
+        fuller than ``diskMaxUsedSpaceRatio``, or ``force``); never the segment being written. Returns the count."""
+        now = self.clock()
+        hour = time.localtime(now).tm_hour
+        disk_full = self.disk_usage(self.config.commitlog_dir) * 100 >= self.config.diskMaxUsedSpaceRatio
+        if not (force or disk_full or hour in self.config.delete_hours()):
+            return 0
+        reserved = self.config.fileReservedTime * 3600
+
+        budget = [1 if disk_full and not force else 1 << 30]  # a full disk frees one segment per round
+
+        def expired(mf: MappedFile) -> bool:
+            if budget[0] <= 0 or not (disk_full or mf.mtime() + reserved <= now):
+                return False
+            budget[0] -= 1
+            return True
+
+        with self._put_lock:
+            deleted = self.commitlog.files.delete_first(expired, keep_last=True)
+            if deleted:
+                min_offset = self.commitlog.min_offset
+                for cq in self.queues.values():
+                    cq.delete_expired(min_offset)
+                self.index.delete_expired(min_offset)
+                log.info("retention deleted segments", extra={"count": len(deleted), "min_offset": min_offset})
+        return len(deleted)
+
+    # ------------------------------------------------------------------ reads
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+        max_total_bytes: int = 4 * 1024 * 1024,
+    ) -> GetMessageResult:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
+        min_o, max_o = cq.min_offset, cq.max_offset
+        if max_o == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, [], 0, min_o, max_o)
+        if offset < min_o:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, [], min_o, min_o, max_o)
+        if offset == max_o:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, [], offset, min_o, max_o)
+        if offset > max_o:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, [], max_o, min_o, max_o)
+        messages: list[MessageExt] = []
+        total = 0
+        next_offset = offset
+        scanned = 0
+        removing = False
+        min_phys = self.commitlog.min_offset
+        while len(messages) < max_msg_nums and next_offset < max_o and scanned < MAX_FILTER_SCAN:
+            batch = cq.entries(next_offset, min(max_msg_nums * 4, MAX_FILTER_SCAN - scanned))
+            if not batch:
+                break
+            for phys, size, tags in batch:
+                if len(messages) >= max_msg_nums or (messages and total + size > max_total_bytes):
+                    break
+                next_offset += 1
+                scanned += 1
+                if phys < min_phys:
+                    removing = True
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags, None):
+                    continue
+                msg = self.commitlog.read(phys, size)
+                if msg is None:
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commitlog(msg):
+                    continue
+                messages.append(msg)
+                total += size
+            else:
+                continue
+            break
+        self.stats.got_messages += len(messages)
+        if messages:
+            status = GetMessageStatus.FOUND
+        elif removing:
+            status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        else:
+            status = GetMessageStatus.NO_MATCHED_MESSAGE
+        return GetMessageResult(status, messages, next_offset, min_o, max_o)
+
+    def look_message_by_offset(self, commitlog_offset: int, size: int | None = None) -> MessageExt | None:
+        return self.commitlog.read(commitlog_offset, size)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        entry = cq.get(offset) if cq else None
+        return self.commitlog.store_timestamp(entry[0]) if entry else -1
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose store time is >= ``timestamp_ms`` (the max offset if none is)."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = cq.get(mid)
+            ts = self.commitlog.store_timestamp(entry[0]) if entry and entry[0] >= self.commitlog.min_offset else -1
+            if ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[MessageExt]:
+        found: list[MessageExt] = []
+        seen: set[int] = set()
+        for phys in self.index.query(topic, key, max_num * 2, begin_ts, end_ts):
+            if phys in seen:
+                continue
+            seen.add(phys)
+            msg = self.commitlog.read(phys)
+            if msg is None or msg.topic != topic or not (begin_ts <= msg.store_timestamp <= end_ts):
+                continue
+            if key in msg.keys or msg.unique_id == key:
+                found.append(msg)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self.queues})
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self.queues if t == topic)
+
+    def delete_topics(self, topics: list[str]) -> None:
+        with self._put_lock:
+            for key in [k for k in self.queues if k[0] in topics]:
+                cq = self.queues.pop(key)
+                cq.destroy()
+            for t in topics:
+                shutil.rmtree(self.config.consumequeue_dir / t, ignore_errors=True)
+
+    def get_max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def get_min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    def dispatch_behind_bytes(self) -> int:
+        return max(0, self.commitlog.max_offset - self._index_end) if self.config.messageIndexEnable else 0
+
+
+def _disk_usage_ratio(path: Path) -> float:
+    path.mkdir(parents=True, exist_ok=True)
+    usage = shutil.disk_usage(path)
+    return usage.used / usage.total if usage.total else 0.0

@@ -1,0 +1,78 @@
+"""Result types of the store API: put and get statuses, append and get results, the filter protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from broker.store.message import MessageExt, MessageExtBrokerInner
+
+
+class PutMessageStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass(frozen=True)
+class AppendMessageResult:
+    wrote_offset: int
+    wrote_bytes: int
+    msg_id: str
+    store_timestamp: int
+    logics_offset: int
+    msg_num: int = 1
+
+
+@dataclass(frozen=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    append_result: AppendMessageResult | None = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutMessageStatus.PUT_OK
+
+
+class GetMessageStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus
+    messages: list[MessageExt] = field(default_factory=list)
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+
+
+class MessageFilter(Protocol):
+    """Two-stage filter: a cheap check on the ConsumeQueue entry, then one on the decoded message."""
+
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: bytes | None) -> bool: ...
+
+    def is_matched_by_commitlog(self, msg: MessageExt) -> bool: ...
+
+
+class CommitLogDispatcher(Protocol):
+    """Called after each append once the ConsumeQueue entry exists (e.g. to compute filter bits)."""
+
+    def dispatch(self, msg: MessageExtBrokerInner, result: AppendMessageResult) -> None: ...

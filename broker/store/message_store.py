@@ -237,6 +237,8 @@ class DefaultMessageStore:
             )
             return future
         results: list[PutMessageResult] = []
+        for m in msgs:
+            m.store_host = self.store_host  # the record carries the host that stored it, as the message id does
         prepared: list[codec.Encoded | PutMessageResult] = [self._prepare(m) for m in msgs]
         arrived: dict[tuple[str, int], int] = {}
         appended: list[tuple[MessageExtBrokerInner, AppendMessageResult]] = []

@@ -69,9 +69,7 @@ def _convert(key: str, raw: str, target: Any) -> Any:
         if isinstance(target, type) and issubclass(target, str):
             return target(raw.strip())
     except ValueError as exc:
-        raise ConfigError(
-            f"config key {key!r}: cannot read {raw!r} as {getattr(target, '__name__', target)}"
-        ) from exc
+        raise ConfigError(f"config key {key!r}: cannot read {raw!r} as {getattr(target, '__name__', target)}") from exc
     return raw
 
 

@@ -102,9 +102,7 @@ def master_broker(route: TopicRouteData, broker_name: str) -> definition_pb2.Bro
     return definition_pb2.Broker(name=broker_name, id=MASTER_ID, endpoints=endpoints_from_address(addr))
 
 
-def message_queues(
-    topic: str | definition_pb2.Resource, route: TopicRouteData
-) -> list[definition_pb2.MessageQueue]:
+def message_queues(topic: str | definition_pb2.Resource, route: TopicRouteData) -> list[definition_pb2.MessageQueue]:
     """All master queues of the topic, grouped by broker name (sorted, so the answer is stable)."""
     resource = _topic_resource(topic)
     queues: list[definition_pb2.MessageQueue] = []

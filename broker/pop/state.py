@@ -1,0 +1,251 @@
+"""The pop state machine: per (group, topic, queue) which offsets are in flight, invisible until when, acked.
+
+Every change is a journal record applied by ``PopState.apply``, so recovery replays exactly what ran live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from broker.pop.receipt import ReceiptHandle
+from common.errors import Code, MQError
+
+Record = dict[str, Any]
+QueueKey = tuple[str, str, int]
+
+
+@dataclass
+class InFlight:
+    """A delivered, not yet acked message: invisible until ``visible_at_ms``, then it is redelivered."""
+
+    offset: int
+    commitlog_offset: int
+    size: int
+    seq: int
+    attempts: int  # deliveries so far (delivery_attempt of the last delivery)
+    pop_time_ms: int
+    invisible_ms: int
+    message_group: str | None = None
+    auto_renew: bool = False
+    renew_until_ms: int = 0
+    client_id: str = ""
+
+    @property
+    def visible_at_ms(self) -> int:
+        return self.pop_time_ms + self.invisible_ms
+
+
+@dataclass
+class QueueState:
+    """Offsets below ``ack_offset`` are done; ``[ack_offset, pop_offset)`` are in flight or done; above: new."""
+
+    ack_offset: int
+    pop_offset: int
+    inflight: dict[int, InFlight] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+
+    def _advance(self) -> None:
+        while self.ack_offset < self.pop_offset and self.ack_offset in self.done:
+            self.done.discard(self.ack_offset)
+            self.ack_offset += 1
+
+    def visible(self, now_ms: int) -> list[InFlight]:
+        return sorted((f for f in self.inflight.values() if f.visible_at_ms <= now_ms), key=lambda f: f.offset)
+
+    def blocked_groups(self, now_ms: int) -> set[str]:
+        """Message groups with an invisible in-flight message: FIFO must not deliver later ones of them."""
+        return {f.message_group for f in self.inflight.values() if f.message_group and f.visible_at_ms > now_ms}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message handed out by a pop: where it is and the handle the consumer will echo."""
+
+    key: QueueKey
+    flight: InFlight
+
+    @property
+    def handle(self) -> ReceiptHandle:
+        f = self.flight
+        return ReceiptHandle(
+            self.key[0], self.key[1], self.key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms
+        )
+
+
+class PopState:
+    """All queues' pop state; mutations go through ``record`` so the journal sink sees each one first."""
+
+    def __init__(self, sink: Callable[[Record], None] | None = None) -> None:
+        self.queues: dict[QueueKey, QueueState] = {}
+        self.seq = 0
+        self._sink = sink
+
+    # ---- applying records (live and at recovery) -------------------------------------------------------
+    def apply(self, rec: Record) -> None:
+        kind = rec["t"]
+        key: QueueKey = (rec["g"], rec["tp"], int(rec["q"]))
+        if kind == "init":
+            self.queues.setdefault(key, QueueState(rec["o"], rec["o"]))
+            return
+        qs = self.queues.get(key)
+        if qs is None:
+            return  # a record for a queue that was reset away; nothing to do
+        if kind == "pop":
+            delivered = set()
+            for raw in rec["m"]:
+                flight = InFlight(**raw)
+                self.seq = max(self.seq, flight.seq)
+                qs.inflight[flight.offset] = flight
+                qs.done.discard(flight.offset)
+                delivered.add(flight.offset)
+            nxt = int(rec["n"])
+            for off in range(qs.pop_offset, nxt):
+                if off not in delivered:
+                    qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
+            qs.pop_offset = max(qs.pop_offset, nxt)
+        elif kind == "ack":
+            off = int(rec["o"])
+            qs.inflight.pop(off, None)
+            if qs.ack_offset <= off < qs.pop_offset:
+                qs.done.add(off)
+        elif kind == "chg":
+            changed = qs.inflight.get(int(rec["o"]))
+            if changed is not None:
+                changed.seq = int(rec["seq"])
+                changed.pop_time_ms = int(rec["pt"])
+                changed.invisible_ms = int(rec["inv"])
+                changed.auto_renew = bool(rec.get("ar", False))
+                self.seq = max(self.seq, changed.seq)
+        elif kind == "reset":
+            off = int(rec["o"])
+            qs.inflight = {o: f for o, f in qs.inflight.items() if o >= off}
+            qs.done = {o for o in qs.done if o >= off}
+            if qs.ack_offset < off:
+                qs.ack_offset = off
+            qs.pop_offset = max(qs.pop_offset, off)
+        elif kind == "drop":
+            self.queues.pop(key, None)
+            return
+        else:
+            raise ValueError(f"unknown pop journal record type {kind!r}")
+        qs._advance()
+
+    def record(self, rec: Record) -> None:
+        if self._sink is not None:
+            self._sink(rec)
+        self.apply(rec)
+
+    # ---- queries --------------------------------------------------------------------------------------
+    def queue(self, key: QueueKey) -> QueueState | None:
+        return self.queues.get(key)
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def next_visible_ms(self, keys: Iterable[QueueKey]) -> int | None:
+        best: int | None = None
+        for key in keys:
+            qs = self.queues.get(key)
+            if qs is None:
+                continue
+            for f in qs.inflight.values():
+                if best is None or f.visible_at_ms < best:
+                    best = f.visible_at_ms
+        return best
+
+    def check_handle(self, handle: ReceiptHandle) -> tuple[QueueState, InFlight]:
+        """The in-flight entry a handle names, or INVALID_RECEIPT_HANDLE when acked, redelivered or unknown."""
+        qs = self.queues.get((handle.group, handle.topic, handle.queue_id))
+        flight = qs.inflight.get(handle.queue_offset) if qs is not None else None
+        if qs is None or flight is None:
+            raise MQError(
+                Code.INVALID_RECEIPT_HANDLE,
+                f"receipt handle of {handle.topic} queue {handle.queue_id} offset {handle.queue_offset} for group "
+                f"{handle.group} is not in flight (already acked or never delivered)",
+            )
+        if flight.seq != handle.seq:
+            raise MQError(
+                Code.INVALID_RECEIPT_HANDLE,
+                f"receipt handle is expired: the message at {handle.topic} queue {handle.queue_id} offset "
+                f"{handle.queue_offset} was redelivered or its invisible time changed since (use the newest handle)",
+            )
+        return qs, flight
+
+    def iter_inflight(self) -> Iterator[tuple[QueueKey, InFlight]]:
+        for key, qs in self.queues.items():
+            for f in qs.inflight.values():
+                yield key, f
+
+    # ---- mutations ------------------------------------------------------------------------------------
+    def init_queue(self, key: QueueKey, offset: int) -> QueueState:
+        if key not in self.queues:
+            self.record({"t": "init", "g": key[0], "tp": key[1], "q": key[2], "o": offset})
+        return self.queues[key]
+
+    def pop(self, key: QueueKey, flights: list[InFlight], next_offset: int) -> list[Delivery]:
+        """Record deliveries (new or redelivered) and that offsets below ``next_offset`` were looked at."""
+        self.record(
+            {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "m": [asdict(f) for f in flights]}
+        )
+        live = self.queues[key].inflight
+        return [Delivery(key, live[f.offset]) for f in flights]
+
+    def ack(self, key: QueueKey, offset: int) -> None:
+        self.record({"t": "ack", "g": key[0], "tp": key[1], "q": key[2], "o": offset})
+
+    def change(
+        self, key: QueueKey, offset: int, now_ms: int, invisible_ms: int, *, new_seq: bool, auto_renew: bool
+    ) -> InFlight:
+        flight = self.queues[key].inflight[offset]
+        seq = self.next_seq() if new_seq else flight.seq
+        self.record(
+            {
+                "t": "chg",
+                "g": key[0],
+                "tp": key[1],
+                "q": key[2],
+                "o": offset,
+                "seq": seq,
+                "pt": now_ms,
+                "inv": invisible_ms,
+                "ar": auto_renew,
+            }
+        )
+        return flight
+
+    def reset(self, key: QueueKey, offset: int) -> None:
+        self.record({"t": "reset", "g": key[0], "tp": key[1], "q": key[2], "o": offset})
+
+    def drop(self, key: QueueKey) -> None:
+        self.record({"t": "drop", "g": key[0], "tp": key[1], "q": key[2]})
+
+    # ---- snapshots ------------------------------------------------------------------------------------
+    def to_snapshot(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "queues": [
+                {
+                    "g": k[0],
+                    "tp": k[1],
+                    "q": k[2],
+                    "ack": qs.ack_offset,
+                    "pop": qs.pop_offset,
+                    "done": sorted(qs.done),
+                    "inflight": [asdict(f) for f in qs.inflight.values()],
+                }
+                for k, qs in self.queues.items()
+            ],
+        }
+
+    def load_snapshot(self, snap: dict[str, Any]) -> None:
+        self.seq = int(snap.get("seq", 0))
+        self.queues = {}
+        for q in snap.get("queues", []):
+            qs = QueueState(int(q["ack"]), int(q["pop"]), done=set(q["done"]))
+            for raw in q["inflight"]:
+                f = InFlight(**raw)
+                qs.inflight[f.offset] = f
+            self.queues[(q["g"], q["tp"], int(q["q"]))] = qs

@@ -1,0 +1,95 @@
+"""The pop state machine: deliveries, acks out of order, invisible-time changes, filtered offsets, handles."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.pop.state import InFlight, PopState, Record
+from common.errors import Code, MQError
+
+KEY = ("g", "t", 0)
+
+
+def flight(state: PopState, offset: int, now: int, inv: int = 1000, attempts: int = 1, group: str | None = None):
+    return InFlight(offset, 100 + offset, 10, state.next_seq(), attempts, now, inv, message_group=group)
+
+
+def test_ack_out_of_order_advances_only_past_contiguous_done():
+    st = PopState()
+    st.init_queue(KEY, 5)
+    st.pop(KEY, [flight(st, o, 0) for o in (5, 6, 7)], 8)
+    qs = st.queue(KEY)
+    assert qs is not None and qs.ack_offset == 5 and qs.pop_offset == 8
+    st.ack(KEY, 6)
+    assert qs.ack_offset == 5
+    st.ack(KEY, 5)
+    assert qs.ack_offset == 7
+    st.ack(KEY, 7)
+    assert qs.ack_offset == 8 and not qs.inflight and not qs.done
+
+
+def test_filtered_offsets_count_as_done():
+    st = PopState()
+    st.init_queue(KEY, 0)
+    st.pop(KEY, [flight(st, 2, 0)], 5)  # 0, 1, 3, 4 did not match the filter
+    qs = st.queue(KEY)
+    assert qs is not None and qs.ack_offset == 2
+    st.ack(KEY, 2)
+    assert qs.ack_offset == 5
+
+
+def test_visibility_and_handles():
+    st = PopState()
+    st.init_queue(KEY, 0)
+    [d] = st.pop(KEY, [flight(st, 0, now=1000, inv=500)], 1)
+    qs = st.queue(KEY)
+    assert qs is not None
+    assert qs.visible(1499) == [] and [f.offset for f in qs.visible(1500)] == [0]
+    old = d.handle
+    st.check_handle(old)
+    st.change(KEY, 0, 2000, 100, new_seq=True, auto_renew=False)
+    with pytest.raises(MQError) as err:
+        st.check_handle(old)
+    assert err.value.code == Code.INVALID_RECEIPT_HANDLE and "expired" in err.value.message
+    new = d.handle  # the Delivery reads the live flight, so it now carries the new seq
+    st.check_handle(new)
+    assert qs.visible(2099) == [] and qs.visible(2100)
+    st.ack(KEY, 0)
+    with pytest.raises(MQError, match="not in flight"):
+        st.check_handle(new)
+
+
+def test_blocked_groups_only_for_invisible_messages():
+    st = PopState()
+    st.init_queue(KEY, 0)
+    st.pop(KEY, [flight(st, 0, 0, inv=100, group="A"), flight(st, 1, 0, inv=1000, group="B")], 2)
+    qs = st.queue(KEY)
+    assert qs is not None
+    assert qs.blocked_groups(50) == {"A", "B"}
+    assert qs.blocked_groups(500) == {"B"}
+
+
+def test_reset_skips_removed_offsets():
+    st = PopState()
+    st.init_queue(KEY, 0)
+    st.pop(KEY, [flight(st, 0, 0), flight(st, 3, 0)], 4)
+    st.reset(KEY, 3)
+    qs = st.queue(KEY)
+    assert qs is not None and qs.ack_offset == 3 and list(qs.inflight) == [3]
+
+
+def test_records_replay_to_the_same_state():
+    log: list[Record] = []
+    st = PopState(sink=log.append)
+    st.init_queue(KEY, 0)
+    st.pop(KEY, [flight(st, o, 0) for o in range(4)], 6)
+    st.ack(KEY, 1)
+    st.change(KEY, 2, 10, 99, new_seq=True, auto_renew=False)
+    st.ack(KEY, 0)
+    replayed = PopState()
+    for rec in log:
+        replayed.apply(rec)
+    assert replayed.to_snapshot() == st.to_snapshot()
+    snap = PopState()
+    snap.load_snapshot(st.to_snapshot())
+    assert snap.to_snapshot() == st.to_snapshot() and snap.seq == st.seq

@@ -1,0 +1,114 @@
+"""``mqbroker``: start a broker from ``broker.conf`` and flags; ``--standalone`` embeds a name server.
+
+SIGTERM/SIGINT stop it cleanly (offsets persisted, store checkpointed, abort file removed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+from typing import Any
+
+from broker.config import load_broker_settings
+from broker.controller import BrokerController
+from common.config import ConfigError
+from common.limits import DEFAULT_NAMESRV_PORT
+from common.logging import configure_logging, get_logger
+
+log = get_logger("broker.cli")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="mqbroker", description="OrbitMQ broker (RocketMQ 5 gRPC protocol)")
+    p.add_argument("-c", "--config", help="broker.conf (RocketMQ properties keys)")
+    p.add_argument("-n", "--namesrv", help="name server addresses host:port[;host:port] (env NAMESRV_ADDR)")
+    p.add_argument("--store", help="storePathRootDir")
+    p.add_argument("--port", type=int, help="listenPort (gRPC)")
+    p.add_argument("--standalone", action="store_true", help="run a name server in this process too")
+    p.add_argument("--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="port of the embedded name server")
+    p.add_argument("--json-log", action="store_true", help="log JSON lines")
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument(
+        "-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="any config key, e.g. -o brokerId=1"
+    )
+    return p.parse_args(argv)
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, str]:
+    values: dict[str, str] = {}
+    env_namesrv = os.environ.get("NAMESRV_ADDR")
+    if env_namesrv:
+        values["namesrvAddr"] = env_namesrv
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"option {item!r} is not KEY=VALUE")
+        values[key.strip()] = value.strip()
+    if args.namesrv:
+        values["namesrvAddr"] = args.namesrv
+    if args.store:
+        values["storePathRootDir"] = args.store
+    if args.port is not None:
+        values["listenPort"] = str(args.port)
+    return values
+
+
+async def _start_embedded_namesrv(port: int) -> tuple[Any, int]:
+    server_mod = importlib.import_module("namesrv.server")
+    config_mod = importlib.import_module("namesrv.config")
+    config = config_mod.NamesrvConfig(listenPort=port, host="0.0.0.0")
+    namesrv = server_mod.NameServer(config)
+    bound = await namesrv.start()
+    return namesrv, int(bound)
+
+
+async def run(args: argparse.Namespace) -> int:
+    overrides = overrides_from(args)
+    namesrv: Any = None
+    if args.standalone:
+        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port)
+        overrides["namesrvAddr"] = f"127.0.0.1:{ns_port}"
+        log.info("embedded name server started", port=ns_port)
+    settings = load_broker_settings(args.config, overrides)
+    controller = BrokerController(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        port = await controller.start()
+        access = f"{settings.broker.brokerIP1}:{port}"
+        if namesrv is not None:
+            print(
+                f"OrbitMQ standalone ready: access point {access} (name server {overrides['namesrvAddr']}), "
+                f"store {settings.store.root}",
+                flush=True,
+            )
+        else:
+            print(f"OrbitMQ broker {settings.broker.brokerName} ready on {access}", flush=True)
+        await stop.wait()
+    finally:
+        await controller.shutdown()
+        if namesrv is not None:
+            with contextlib.suppress(Exception):
+                await namesrv.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(json=args.json_log, level=args.log_level)
+    try:
+        return asyncio.run(run(args))
+    except ConfigError as exc:
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Broker configuration with RocketMQ's key names (``brokerClusterName``, ``listenPort``, ...).
+
+Store keys (``storePathRootDir``, ``flushDiskType``, ...) belong to ``MessageStoreConfig``; ``load_broker_config``
+fills both from one ``broker.conf`` plus command-line overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.store.config import MessageStoreConfig
+from common.config import build_config, load_properties
+from common.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_BODY_SIZE
+
+
+@dataclass
+class BrokerConfig:
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    brokerId: int = 0
+    namesrvAddr: str = ""  # "host:port;host:port"
+    listenPort: int = DEFAULT_BROKER_GRPC_PORT
+    brokerIP1: str = "127.0.0.1"
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    defaultTopicQueueNums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    registerBrokerIntervalMs: int = 30_000  # heartbeat to the name servers
+    flushConsumerOffsetInterval: int = 5_000  # ms between consumer offset persists
+    statsIntervalMs: int = 60_000  # ms between stats log lines
+    maxMessageSize: int = MAX_MESSAGE_BODY_SIZE
+    maxDelayTimeMills: int = 24 * 3600 * 1000
+    clientExpireMs: int = 120_000  # a client with no heartbeat for this long leaves its group's assignment
+    longPollingMaxMs: int = 20_000
+    enableTopicMessageTypeCheck: bool = True
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    def namesrv_list(self) -> list[str]:
+        return [a.strip() for a in self.namesrvAddr.replace(",", ";").split(";") if a.strip()]
+
+
+@dataclass
+class BrokerSettings:
+    """Everything one broker process needs: its own keys and its store's keys."""
+
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+
+
+def load_broker_settings(
+    conf_path: str | Path | None = None, overrides: Mapping[str, str] | None = None
+) -> BrokerSettings:
+    """Read ``broker.conf`` (if any), then apply ``overrides`` (CLI flags, env) on top."""
+    values: dict[str, str] = {}
+    if conf_path:
+        values.update(load_properties(conf_path))
+    values.update(overrides or {})
+    broker = build_config(BrokerConfig, values)
+    store = build_config(MessageStoreConfig, values)
+    if "maxMessageSize" not in values:
+        broker.maxMessageSize = store.maxMessageSize
+    return BrokerSettings(broker=broker, store=store)

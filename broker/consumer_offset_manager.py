@@ -1,0 +1,77 @@
+"""Committed consumer offsets per (group, topic, queue) persisted to ``config/consumerOffset.json``.
+
+Commits are in memory; the controller persists them periodically and at shutdown (atomic tmp+fsync+rename).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from broker.json_file import read_json, write_json_atomic
+
+TOPIC_GROUP_SEPARATOR = "@"
+
+
+class ConsumerOffsetManager:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        # RocketMQ's key: "topic@group" -> {queue_id: offset}
+        self._table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        data = read_json(self._path) or {}
+        with self._lock:
+            self._table = {
+                key: {int(q): int(o) for q, o in queues.items()} for key, queues in data.get("offsetTable", {}).items()
+            }
+
+    def persist(self) -> None:
+        with self._lock:
+            data = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self._table.items()}}
+            self._dirty = False
+        write_json_atomic(self._path, data)
+
+    def persist_if_dirty(self) -> None:
+        if self._dirty:
+            self.persist()
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        with self._lock:
+            self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
+            self._dirty = True
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when the group never committed on this queue."""
+        with self._lock:
+            return self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)
+
+    def offsets_of(self, group: str, topic: str) -> dict[int, int]:
+        with self._lock:
+            return dict(self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}))
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        with self._lock:
+            return [k[len(prefix) :] for k in self._table if k.startswith(prefix)]
+
+    def topics_of_group(self, group: str) -> list[str]:
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        with self._lock:
+            return [k[: -len(suffix)] for k in self._table if k.endswith(suffix)]
+
+    def remove_group(self, group: str) -> None:
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        with self._lock:
+            for key in [k for k in self._table if k.endswith(suffix)]:
+                del self._table[key]
+            self._dirty = True
+
+    def remove_topic(self, topic: str) -> None:
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        with self._lock:
+            for key in [k for k in self._table if k.startswith(prefix)]:
+                del self._table[key]
+            self._dirty = True

@@ -1,0 +1,227 @@
+"""BrokerController: builds the store, the metadata managers and the gRPC server, and runs their lifecycle.
+
+Shutdown order matters: stop taking requests, release long polls, persist offsets/configs, then the store
+(flush + checkpoint + remove the abort file) so a clean stop needs no recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import time
+from typing import Any
+
+import grpc
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from broker.config import BrokerSettings
+from broker.consumer_offset_manager import ConsumerOffsetManager
+from broker.context import BrokerContext
+from broker.grpc.servicer import MessagingServicer
+from broker.long_polling import LongPollingService
+from broker.registration import BrokerRegistrar
+from broker.store.message_store import DefaultMessageStore
+from broker.subscription_group_manager import SubscriptionGroupManager
+from broker.topic_config_manager import TopicConfigManager
+from common.logging import get_logger
+from common.v2.settings import SettingsPolicy
+from common.v2.telemetry import TelemetryHub
+
+log = get_logger("broker.controller")
+SHUTDOWN_GRACE_S = 2.0
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 130 * 1024 * 1024),
+    ("grpc.max_send_message_length", 130 * 1024 * 1024),
+]
+
+
+def _load_pop_service(ctx: BrokerContext) -> Any:
+    """C2's PopService when present; receive/ack answer NOT_IMPLEMENTED without it."""
+    try:
+        module = importlib.import_module("broker.pop.service")
+    except ModuleNotFoundError:
+        log.warning("pop service not available, receive/ack disabled")
+        return None
+    return module.PopService(ctx)
+
+
+class BrokerController:
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.config = settings.broker
+        self.server: grpc.aio.Server | None = None
+        self.ctx: BrokerContext | None = None
+        self.pop: Any = None
+        self.port = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> int:
+        """Load and start everything; returns the bound gRPC port."""
+        cfg, store_cfg = self.config, self.settings.store
+        loop = asyncio.get_running_loop()
+        root = store_cfg.root
+        store_host = (cfg.brokerIP1, cfg.listenPort)
+        store = DefaultMessageStore(store_cfg, store_host)
+        await asyncio.to_thread(store.load)
+        topics = TopicConfigManager(
+            root / "config" / "topics.json", cfg.defaultTopicQueueNums, cfg.autoCreateTopicEnable
+        )
+        topics.load()
+        groups = SubscriptionGroupManager(root / "config" / "subscriptionGroup.json", cfg.autoCreateSubscriptionGroup)
+        groups.load()
+        offsets = ConsumerOffsetManager(root / "config" / "consumerOffset.json")
+        offsets.load()
+
+        def fifo(group: str) -> bool:
+            g = groups.get(group)
+            return bool(g and g.consume_message_orderly)
+
+        def attempts(group: str) -> int:
+            g = groups.get(group)
+            return (g.retry_max_times if g else 16) + 1
+
+        policy = SettingsPolicy(max_body_size=cfg.maxMessageSize, fifo=fifo, max_delivery_attempts=attempts)
+        telemetry = TelemetryHub(policy, client_expired_s=cfg.clientExpireMs / 1000)
+        long_polling = LongPollingService(loop, store)
+        store.add_arriving_listener(long_polling.on_arrival)
+        store.start()
+        ctx = BrokerContext(
+            config=cfg,
+            store=store,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            long_polling=long_polling,
+            telemetry=telemetry,
+            store_host=store_host,
+            loop=loop,
+        )
+        self.ctx = ctx
+        await telemetry.start()
+        self.pop = _load_pop_service(ctx)
+        if self.pop is not None:
+            await self.pop.start()
+
+        server = grpc.aio.server(options=GRPC_OPTIONS)
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
+        self._add_admin(server, ctx)
+        self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC port {cfg.listenPort}")
+        if cfg.listenPort == 0:
+            # Port 0 in tests: advertise the real port.
+            cfg.listenPort = self.port
+            store.store_host = ctx.store_host = (cfg.brokerIP1, self.port)
+        await server.start()
+        self.server = server
+
+        if cfg.namesrv_list():
+            registrar = BrokerRegistrar(
+                cfg.namesrv_list(),
+                cfg.brokerClusterName,
+                cfg.brokerName,
+                cfg.brokerId,
+                cfg.broker_addr,
+                topics.user_topics,
+                cfg.registerBrokerIntervalMs / 1000,
+                auto_create_topic_enable=cfg.autoCreateTopicEnable,
+                default_topic_queue_nums=cfg.defaultTopicQueueNums,
+            )
+            ctx.registrar = registrar
+            accepted = await registrar.start()
+            topics.add_change_listener(lambda: self._spawn(registrar.register_now()))
+            log.info("registered with name servers", namesrv=cfg.namesrvAddr, accepted=accepted)
+        self._tasks.append(asyncio.create_task(self._persist_loop(), name="offset-persist"))
+        self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))
+        log.info(
+            "broker started",
+            cluster=cfg.brokerClusterName,
+            broker=cfg.brokerName,
+            broker_id=cfg.brokerId,
+            addr=cfg.broker_addr,
+            store=str(root),
+            flush=store_cfg.flushDiskType.value,
+            recovered_records=store.stats.recovered_records,
+        )
+        return self.port
+
+    def _add_admin(self, server: grpc.aio.Server, ctx: BrokerContext) -> None:
+        try:
+            admin = importlib.import_module("broker.grpc.admin")
+        except ModuleNotFoundError:
+            return
+        admin.add_admin_service(server, ctx)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _persist_loop(self) -> None:
+        assert self.ctx is not None
+        interval = self.config.flushConsumerOffsetInterval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(self.ctx.offsets.persist_if_dirty)
+            except OSError as exc:
+                log.error("persisting consumer offsets failed", error=repr(exc))
+
+    async def _stats_loop(self) -> None:
+        assert self.ctx is not None
+        store = self.ctx.store
+        interval = self.config.statsIntervalMs / 1000
+        last_put, last_get, last_t = store.stats.put_messages, store.stats.got_messages, time.monotonic()
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            put, got = store.stats.put_messages, store.stats.got_messages
+            elapsed = max(1e-6, now - last_t)
+            log.info(
+                "stats",
+                tps_in=round((put - last_put) / elapsed, 1),
+                tps_out=round((got - last_get) / elapsed, 1),
+                commitlog_max_offset=store.get_max_phy_offset(),
+                dispatch_behind_bytes=store.dispatch_behind_bytes(),
+                backlog=self.backlog(),
+                clients=len(self.ctx.telemetry.clients()),
+                long_polling=self.ctx.long_polling.waiting,
+            )
+            last_put, last_get, last_t = put, got, now
+
+    def backlog(self) -> int:
+        """Messages not yet consumed, summed over every committed (group, queue)."""
+        assert self.ctx is not None
+        total = 0
+        for tc in self.ctx.topics.user_topics():
+            for group in self.ctx.offsets.groups_of_topic(tc.topic_name):
+                for qid, offset in self.ctx.offsets.offsets_of(group, tc.topic_name).items():
+                    total += max(0, self.ctx.store.get_max_offset_in_queue(tc.topic_name, qid) - offset)
+        return total
+
+    async def shutdown(self) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        self.ctx = None
+        log.info("broker stopping", broker=self.config.brokerName)
+        if ctx.registrar is not None:
+            await ctx.registrar.shutdown()
+        ctx.long_polling.wake_all()
+        if self.server is not None:
+            await self.server.stop(SHUTDOWN_GRACE_S)
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.pop is not None:
+            await self.pop.shutdown()
+        await ctx.telemetry.stop()
+        ctx.offsets.persist()
+        ctx.groups.persist()
+        ctx.topics.persist()
+        await asyncio.to_thread(ctx.store.shutdown)
+        log.info("broker stopped", broker=self.config.brokerName)
+        self._stopped.set()

@@ -1,0 +1,1 @@
+"""The broker's gRPC edge: the v2 MessagingService, the admin service and message conversion."""

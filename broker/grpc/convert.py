@@ -1,0 +1,156 @@
+"""Conversion between v2 protobuf messages and the store's message model (protocol-v2 §5).
+
+Delivered messages carry every SystemProperty the official clients rely on (encoding, MD5 digest, attempt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import time
+
+from google.protobuf import duration_pb2, timestamp_pb2
+from rocketmq.grpc_protocol import definition_pb2
+
+from broker.store.message import COMPRESSED_FLAG, TRANSACTION_PREPARED_TYPE, MessageExt, MessageExtBrokerInner
+from common import message_const as mc
+from common.validation import MessageKind
+
+# Never echoed into user_properties on delivery.
+_HIDDEN_PROPERTIES = mc.SYSTEM_PROPERTY_KEYS | {mc.PROPERTY_DLQ_ORIGIN_TOPIC, mc.PROPERTY_DLQ_ORIGIN_MESSAGE_ID}
+
+_KIND_TO_V2 = {
+    MessageKind.NORMAL: definition_pb2.NORMAL,
+    MessageKind.FIFO: definition_pb2.FIFO,
+    MessageKind.DELAY: definition_pb2.DELAY,
+    MessageKind.TRANSACTION: definition_pb2.TRANSACTION,
+}
+
+
+def timestamp_from_ms(ms: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def timestamp_to_ms(ts: timestamp_pb2.Timestamp) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def kind_of_v2(msg: definition_pb2.Message) -> MessageKind:
+    """The reference's derivation: transaction flag, then delay, then message group, else normal."""
+    sp = msg.system_properties
+    if sp.message_type == definition_pb2.TRANSACTION:
+        return MessageKind.TRANSACTION
+    if sp.HasField("delivery_timestamp"):
+        return MessageKind.DELAY
+    if sp.HasField("message_group"):
+        return MessageKind.FIFO
+    return MessageKind.NORMAL
+
+
+def kind_of_stored(properties: dict[str, str], sys_flag: int = 0) -> MessageKind:
+    if properties.get(mc.PROPERTY_TRANSACTION_PREPARED) == "true" or sys_flag & TRANSACTION_PREPARED_TYPE:
+        return MessageKind.TRANSACTION
+    if mc.PROPERTY_TIMER_DELIVER_MS in properties:
+        return MessageKind.DELAY
+    if mc.PROPERTY_MESSAGE_GROUP in properties:
+        return MessageKind.FIFO
+    return MessageKind.NORMAL
+
+
+def _host_tuple(host: str, fallback: tuple[str, int]) -> tuple[str, int]:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return fallback
+    return (str(ip), 0) if ip.version == 4 else fallback
+
+
+def from_v2_message(
+    msg: definition_pb2.Message,
+    *,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    queue_id: int = 0,
+) -> MessageExtBrokerInner:
+    """A validated v2 message as the store's inner message (the broker picks ``queue_id``)."""
+    sp = msg.system_properties
+    props: dict[str, str] = dict(msg.user_properties)
+    if sp.HasField("tag"):
+        props[mc.PROPERTY_TAGS] = sp.tag
+    if sp.keys:
+        props[mc.PROPERTY_KEYS] = mc.KEY_SEPARATOR.join(sp.keys)
+    if sp.message_id:
+        props[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+    if sp.HasField("message_group"):
+        props[mc.PROPERTY_MESSAGE_GROUP] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        props[mc.PROPERTY_TIMER_DELIVER_MS] = str(timestamp_to_ms(sp.delivery_timestamp))
+    sys_flag = 0
+    if sp.message_type == definition_pb2.TRANSACTION:
+        props[mc.PROPERTY_TRANSACTION_PREPARED] = "true"
+        sys_flag |= TRANSACTION_PREPARED_TYPE
+    born_ms = timestamp_to_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
+    return MessageExtBrokerInner(
+        topic=msg.topic.name,
+        body=msg.body,
+        queue_id=queue_id,
+        properties=props,
+        sys_flag=sys_flag,
+        born_timestamp=born_ms,
+        born_host=_host_tuple(sp.born_host, born_host) if sp.born_host else born_host,
+        store_host=store_host,
+    )
+
+
+def to_v2_message(
+    msg: MessageExt,
+    *,
+    receipt_handle: str | None = None,
+    delivery_attempt: int = 1,
+    invisible_duration_s: float | None = None,
+    topic: str | None = None,
+    namespace: str = "",
+    dead_letter_queue: definition_pb2.DeadLetterQueue | None = None,
+) -> definition_pb2.Message:
+    """A stored message as delivered to a v2 client; ``topic`` overrides the stored one (e.g. retry topics)."""
+    props = msg.properties
+    sp = definition_pb2.SystemProperties(
+        message_id=msg.unique_id or msg.msg_id,
+        body_digest=definition_pb2.Digest(type=definition_pb2.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()),
+        body_encoding=definition_pb2.GZIP if msg.sys_flag & COMPRESSED_FLAG else definition_pb2.IDENTITY,
+        message_type=_KIND_TO_V2[kind_of_stored(props, msg.sys_flag)],
+        born_timestamp=timestamp_from_ms(msg.born_timestamp),
+        born_host=msg.born_host[0],
+        store_timestamp=timestamp_from_ms(msg.store_timestamp),
+        store_host=f"{msg.store_host[0]}:{msg.store_host[1]}",
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        delivery_attempt=max(1, delivery_attempt),
+    )
+    tag = msg.tags
+    if tag:
+        sp.tag = tag
+    if msg.keys:
+        sp.keys.extend(msg.keys)
+    group = props.get(mc.PROPERTY_MESSAGE_GROUP)
+    if group:
+        sp.message_group = group
+    deliver_ms = props.get(mc.PROPERTY_TIMER_DELIVER_MS)
+    if deliver_ms and deliver_ms.isdigit():
+        sp.delivery_timestamp.CopyFrom(timestamp_from_ms(int(deliver_ms)))
+    if receipt_handle is not None:
+        sp.receipt_handle = receipt_handle
+    if invisible_duration_s is not None:
+        secs = int(invisible_duration_s)
+        sp.invisible_duration.CopyFrom(
+            duration_pb2.Duration(seconds=secs, nanos=int((invisible_duration_s - secs) * 1e9))
+        )
+    if dead_letter_queue is not None:
+        sp.dead_letter_queue.CopyFrom(dead_letter_queue)
+    user = {k: v for k, v in props.items() if k not in _HIDDEN_PROPERTIES}
+    return definition_pb2.Message(
+        topic=definition_pb2.Resource(name=topic or msg.topic, resource_namespace=namespace),
+        user_properties=user,
+        system_properties=sp,
+        body=msg.body,
+    )

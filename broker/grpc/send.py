@@ -1,0 +1,171 @@
+"""SendMessage: validate every message, pick the queue (round robin, message-group hash for FIFO), store, reply.
+
+Validation happens before anything is stored, so a refused request never changes the store (P14: the error
+goes in the top-level status, one entry per message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from broker.context import BrokerContext
+from broker.grpc.convert import from_v2_message, kind_of_v2, timestamp_to_ms
+from broker.store.message import java_string_hash
+from broker.store.results import PutMessageResult, PutMessageStatus
+from common.errors import Code, MQError
+from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from common.route import PermName, TopicConfig, TopicMessageType
+from common.v2.status import ok_status, status, status_from_error
+from common.validation import (
+    MessageKind,
+    check_message_type,
+    validate_body,
+    validate_delivery_timestamp,
+    validate_keys,
+    validate_message_group,
+    validate_properties_size,
+    validate_tag,
+    validate_topic,
+    validate_user_properties,
+)
+
+# google.protobuf.Timestamp's valid range ends at 9999-12-31 (a ms value in .seconds lands far beyond it, P22).
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
+
+_PUT_STATUS_CODES: dict[PutMessageStatus, int] = {
+    PutMessageStatus.PUT_OK: Code.OK,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: Code.INTERNAL_SERVER_ERROR,
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: Code.INTERNAL_SERVER_ERROR,
+    PutMessageStatus.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: Code.MESSAGE_PROPERTIES_TOO_LARGE,
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: Code.TOO_MANY_REQUESTS,
+    PutMessageStatus.UNKNOWN_ERROR: Code.INTERNAL_SERVER_ERROR,
+}
+
+
+def validate_v2_message(msg: definition_pb2.Message, max_body_size: int, max_delay_ms: int, now_ms: int) -> None:
+    """Every check of protocol-v2 §3.3 that needs only the message itself."""
+    validate_topic(msg.topic.name)
+    validate_body(msg.body, max_body_size)
+    sp = msg.system_properties
+    if not sp.message_id.strip():
+        raise MQError(Code.ILLEGAL_MESSAGE_ID, "message_id is blank")
+    size = validate_user_properties(msg.user_properties)
+    if sp.HasField("tag"):
+        validate_tag(sp.tag)
+        size += len(sp.tag.encode("utf-8"))
+    if sp.keys:
+        validate_keys(sp.keys)
+        size += sum(len(k.encode("utf-8")) for k in sp.keys)
+    validate_properties_size(size)
+    if sp.HasField("message_group"):
+        validate_message_group(sp.message_group)
+    if sp.HasField("delivery_timestamp"):
+        ts = sp.delivery_timestamp
+        if ts.seconds < 0 or ts.seconds > MAX_TIMESTAMP_SECONDS:
+            raise MQError(
+                Code.ILLEGAL_DELIVERY_TIME,
+                f"delivery_timestamp.seconds={ts.seconds} is not a valid timestamp (seconds since the epoch expected)",
+            )
+        validate_delivery_timestamp(timestamp_to_ms(ts), now_ms, max_delay_ms)
+
+
+class SendService:
+    """Owns the per-topic round-robin counters (loop-only state)."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self._round_robin: dict[str, int] = {}
+
+    def _next_queue(self, tc: TopicConfig) -> int:
+        n = max(1, tc.write_queue_nums)
+        i = self._round_robin.get(tc.topic_name, -1) + 1
+        self._round_robin[tc.topic_name] = i
+        return i % n
+
+    @staticmethod
+    def _fifo_queue(tc: TopicConfig, message_group: str) -> int:
+        return abs(java_string_hash(message_group) % max(1, tc.write_queue_nums))
+
+    def _check(self, messages: Sequence[definition_pb2.Message]) -> TopicConfig:
+        if not messages:
+            raise MQError(Code.MESSAGE_CORRUPTED, "the request carries no message")
+        if len(messages) > MAX_SEND_BATCH_MESSAGES:
+            raise MQError(
+                Code.MESSAGE_CORRUPTED, f"batch has {len(messages)} messages, the limit is {MAX_SEND_BATCH_MESSAGES}"
+            )
+        topic = messages[0].topic.name
+        total = 0
+        now_ms = int(time.time() * 1000)
+        cfg = self.ctx.config
+        for m in messages:
+            if m.topic.name != topic:
+                raise MQError(Code.MESSAGE_CORRUPTED, "all messages of a batch must have the same topic")
+            total += len(m.body)
+            validate_v2_message(m, cfg.maxMessageSize, cfg.maxDelayTimeMills, now_ms)
+        if len(messages) > 1 and total > MAX_BATCH_SIZE:
+            raise MQError(
+                Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
+            )
+        kinds = {kind_of_v2(m) for m in messages}
+        tc = self.ctx.topics.get_or_auto_create(topic, _topic_type_for(kinds))
+        if not PermName.is_writeable(tc.perm):
+            raise MQError(Code.FORBIDDEN, f"topic {topic!r} is not writeable on broker {self.ctx.broker_name}")
+        if cfg.enableTopicMessageTypeCheck:
+            for kind in kinds:
+                check_message_type(kind, tc.message_type.value, topic)
+        return tc
+
+    async def send(self, request: service_pb2.SendMessageRequest) -> service_pb2.SendMessageResponse:
+        messages = request.messages
+        try:
+            tc = self._check(messages)
+        except MQError as exc:
+            st = status_from_error(exc)
+            entries = [
+                service_pb2.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in messages
+            ]
+            return service_pb2.SendMessageResponse(status=st, entries=entries)
+        shared_queue = self._next_queue(tc)
+        inners = []
+        for m in messages:
+            sp = m.system_properties
+            qid = self._fifo_queue(tc, sp.message_group) if sp.HasField("message_group") else shared_queue
+            inners.append(from_v2_message(m, born_host=("127.0.0.1", 0), store_host=self.ctx.store_host, queue_id=qid))
+        results: list[PutMessageResult] = await asyncio.wrap_future(self.ctx.store.put_messages_async(inners))
+        return _response(messages, results)
+
+
+def _topic_type_for(kinds: set[MessageKind]) -> TopicMessageType:
+    if len(kinds) == 1:
+        return TopicMessageType(next(iter(kinds)).value)
+    return TopicMessageType.MIXED
+
+
+def _response(
+    messages: Sequence[definition_pb2.Message], results: list[PutMessageResult]
+) -> service_pb2.SendMessageResponse:
+    entries: list[service_pb2.SendResultEntry] = []
+    codes: set[int] = set()
+    for m, r in zip(messages, results, strict=True):
+        code = _PUT_STATUS_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR)
+        codes.add(int(code))
+        st = ok_status() if code == Code.OK else status(code, r.error or r.status.value)
+        entry = service_pb2.SendResultEntry(status=st, message_id=m.system_properties.message_id)
+        if r.append_result is not None:
+            entry.offset = r.append_result.logics_offset
+            if m.system_properties.message_type == definition_pb2.TRANSACTION:
+                entry.transaction_id = r.append_result.msg_id
+        entries.append(entry)
+    if len(codes) == 1:
+        top = entries[0].status
+    else:
+        top = status(Code.MULTIPLE_RESULTS, "messages of the batch have different results")
+    return service_pb2.SendMessageResponse(status=top, entries=entries)

@@ -1,0 +1,176 @@
+"""``apache.rocketmq.v2.MessagingService`` served by the broker: routes, clients, send, pull/offsets.
+
+Receive/ack/nack/DLQ are delegated to the pop service (``broker/pop/service.py``); handlers stay thin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
+
+from broker.context import BrokerContext
+from broker.grpc.errors import guarded
+from broker.grpc.pull import PullService
+from broker.grpc.send import SendService
+from broker.routing import assignments_for, topic_route
+from common.errors import Code, MQError
+from common.logging import get_logger
+from common.v2.metadata import client_meta
+from common.v2.routes import message_queues
+from common.v2.settings import CONSUMER_TYPES
+from common.v2.status import ok_status, status
+from common.validation import validate_group, validate_topic
+
+if TYPE_CHECKING:
+    from broker.pop.service import PopService
+
+log = get_logger("broker.servicer")
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+    def __init__(self, ctx: BrokerContext, pop: PopService | None) -> None:
+        self.ctx = ctx
+        self.pop = pop
+        self.sender = SendService(ctx)
+        self.puller = PullService(ctx)
+
+    # ------------------------------------------------------------------ routes and clients
+    async def QueryRoute(self, request: service_pb2.QueryRouteRequest, context: Any) -> service_pb2.QueryRouteResponse:
+        async def run() -> service_pb2.QueryRouteResponse:
+            validate_topic(request.topic.name)
+            route = await topic_route(self.ctx, request.topic.name)
+            queues = message_queues(request.topic, route)
+            return service_pb2.QueryRouteResponse(status=ok_status(), message_queues=queues)
+
+        return await guarded("QueryRoute", service_pb2.QueryRouteResponse, run)
+
+    async def Heartbeat(self, request: service_pb2.HeartbeatRequest, context: Any) -> service_pb2.HeartbeatResponse:
+        async def run() -> service_pb2.HeartbeatResponse:
+            meta = client_meta(context)
+            client_id = meta.require_client_id()
+            group = request.group.name if request.HasField("group") else ""
+            if request.client_type in CONSUMER_TYPES:
+                validate_group(group)
+                self.ctx.groups.get_or_auto_create(group)
+            self.ctx.telemetry.touch(client_id, group, request.client_type, meta)
+            return service_pb2.HeartbeatResponse(status=ok_status())
+
+        return await guarded("Heartbeat", service_pb2.HeartbeatResponse, run)
+
+    async def Telemetry(
+        self, request_iterator: AsyncIterable[service_pb2.TelemetryCommand], context: Any
+    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
+        async for command in self.ctx.telemetry.handle(request_iterator, context):
+            yield command
+
+    async def NotifyClientTermination(
+        self, request: service_pb2.NotifyClientTerminationRequest, context: Any
+    ) -> service_pb2.NotifyClientTerminationResponse:
+        async def run() -> service_pb2.NotifyClientTerminationResponse:
+            client_id = client_meta(context).require_client_id()
+            self.ctx.telemetry.remove(client_id)
+            return service_pb2.NotifyClientTerminationResponse(status=ok_status())
+
+        return await guarded("NotifyClientTermination", service_pb2.NotifyClientTerminationResponse, run)
+
+    async def QueryAssignment(
+        self, request: service_pb2.QueryAssignmentRequest, context: Any
+    ) -> service_pb2.QueryAssignmentResponse:
+        async def run() -> service_pb2.QueryAssignmentResponse:
+            client_id = client_meta(context).require_client_id()
+            validate_topic(request.topic.name)
+            validate_group(request.group.name)
+            items = await assignments_for(self.ctx, request.topic, request.group.name, client_id)
+            return service_pb2.QueryAssignmentResponse(status=ok_status(), assignments=items)
+
+        return await guarded("QueryAssignment", service_pb2.QueryAssignmentResponse, run)
+
+    # ------------------------------------------------------------------ produce
+    async def SendMessage(
+        self, request: service_pb2.SendMessageRequest, context: Any
+    ) -> service_pb2.SendMessageResponse:
+        return await guarded("SendMessage", service_pb2.SendMessageResponse, lambda: self.sender.send(request))
+
+    # ------------------------------------------------------------------ offset-based consumption
+    async def PullMessage(
+        self, request: service_pb2.PullMessageRequest, context: Any
+    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
+        try:
+            async for response in self.puller.pull(request, context):
+                yield response
+        except Exception as exc:
+            log.exception("PullMessage failed", error=repr(exc))
+            yield service_pb2.PullMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
+
+    async def GetOffset(self, request: service_pb2.GetOffsetRequest, context: Any) -> service_pb2.GetOffsetResponse:
+        return await guarded("GetOffset", service_pb2.GetOffsetResponse, lambda: self.puller.get_offset(request))
+
+    async def UpdateOffset(
+        self, request: service_pb2.UpdateOffsetRequest, context: Any
+    ) -> service_pb2.UpdateOffsetResponse:
+        return await guarded(
+            "UpdateOffset", service_pb2.UpdateOffsetResponse, lambda: self.puller.update_offset(request)
+        )
+
+    async def QueryOffset(
+        self, request: service_pb2.QueryOffsetRequest, context: Any
+    ) -> service_pb2.QueryOffsetResponse:
+        return await guarded("QueryOffset", service_pb2.QueryOffsetResponse, lambda: self.puller.query_offset(request))
+
+    # ------------------------------------------------------------------ receive/ack: the pop service (engineer C2)
+    def _pop(self) -> PopService:
+        if self.pop is None:
+            raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker yet")
+        return self.pop
+
+    async def ReceiveMessage(
+        self, request: service_pb2.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        if self.pop is None:
+            yield service_pb2.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, "receive is not available"))
+            return
+        async for response in self.pop.receive(request, context):
+            yield response
+
+    async def AckMessage(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
+        return await guarded("AckMessage", service_pb2.AckMessageResponse, lambda: self._pop().ack(request, context))
+
+    async def ChangeInvisibleDuration(
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Any
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        async def run() -> service_pb2.ChangeInvisibleDurationResponse:
+            return await self._pop().change_invisible_duration(request, context)
+
+        response = await guarded("ChangeInvisibleDuration", service_pb2.ChangeInvisibleDurationResponse, run)
+        if not response.receipt_handle:
+            response.receipt_handle = request.receipt_handle  # the client adopts it before checking status (P10)
+        return response
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        return await guarded(
+            "ForwardMessageToDeadLetterQueue",
+            service_pb2.ForwardMessageToDeadLetterQueueResponse,
+            lambda: self._pop().forward_to_dlq(request, context),
+        )
+
+    # ------------------------------------------------------------------ not served yet
+    async def EndTransaction(
+        self, request: service_pb2.EndTransactionRequest, context: Any
+    ) -> service_pb2.EndTransactionResponse:
+        return service_pb2.EndTransactionResponse(status=status(Code.NOT_IMPLEMENTED, "transactions come later"))
+
+    async def RecallMessage(
+        self, request: service_pb2.RecallMessageRequest, context: Any
+    ) -> service_pb2.RecallMessageResponse:
+        return service_pb2.RecallMessageResponse(
+            status=status(Code.NOT_IMPLEMENTED, "recall comes with delay messages")
+        )
+
+    async def SyncLiteSubscription(
+        self, request: service_pb2.SyncLiteSubscriptionRequest, context: Any
+    ) -> service_pb2.SyncLiteSubscriptionResponse:
+        return service_pb2.SyncLiteSubscriptionResponse(status=status(Code.NOT_IMPLEMENTED, "lite topics unsupported"))

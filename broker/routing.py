@@ -1,0 +1,77 @@
+"""Topic routes as this broker answers them: the name servers' view in a cluster, its own table standalone.
+
+Also the queue assignment of QueryAssignment (averagely over the group's live clients).
+"""
+
+from __future__ import annotations
+
+from rocketmq.grpc_protocol import definition_pb2
+
+from broker.context import BrokerContext
+from common.errors import Code, MQError
+from common.logging import get_logger
+from common.route import BrokerData, QueueData, TopicConfig, TopicRouteData
+from common.v2.routes import route_assignments
+
+log = get_logger("broker.routing")
+
+
+def local_route(ctx: BrokerContext, tc: TopicConfig) -> TopicRouteData:
+    return TopicRouteData(
+        queue_datas=[QueueData(ctx.broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.message_type)],
+        broker_datas=[BrokerData(ctx.config.brokerClusterName, ctx.broker_name, {0: ctx.broker_addr})],
+    )
+
+
+async def topic_route(ctx: BrokerContext, topic: str, *, auto_create: bool = True) -> TopicRouteData:
+    """The topic's route; unknown topics are auto-created here when allowed, else TOPIC_NOT_FOUND."""
+    tc = ctx.topics.get(topic)
+    if tc is None and auto_create:
+        tc = ctx.topics.get_or_auto_create(topic)  # raises TOPIC_NOT_FOUND when auto-create is off
+        if ctx.registrar is not None:
+            await ctx.registrar.register_now()
+    route: TopicRouteData | None = None
+    if ctx.registrar is not None:
+        try:
+            route = await ctx.registrar.get_route(topic)
+        except Exception as exc:
+            log.warning("route lookup failed, answering with local queues", topic=topic, error=repr(exc))
+            route = None
+    if route is not None and route.queue_datas:
+        if tc is not None and all(q.broker_name != ctx.broker_name for q in route.queue_datas):
+            # Registration not seen yet by the name server: still advertise ourselves.
+            local = local_route(ctx, tc)
+            route.queue_datas.extend(local.queue_datas)
+            route.broker_datas.extend(local.broker_datas)
+        return route
+    if tc is None:
+        raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+    return local_route(ctx, tc)
+
+
+def allocate_averagely(items: list[definition_pb2.Assignment], clients: list[str], me: str) -> list[int]:
+    """RocketMQ's AllocateMessageQueueAveragely over sorted clients; a client left without items shares one."""
+    if not items:
+        return []
+    if me not in clients:
+        clients = sorted([*clients, me])
+    n, index = len(items), clients.index(me)
+    mod = n % len(clients)
+    if n <= len(clients):
+        # More clients than queues: everyone still gets one (pop assignments can be shared).
+        return [index % n]
+    size = n // len(clients) + (1 if index < mod else 0)
+    start = index * size if index < mod else index * size + mod
+    return list(range(start, min(start + size, n)))
+
+
+async def assignments_for(
+    ctx: BrokerContext, topic: definition_pb2.Resource, group: str, client_id: str
+) -> list[definition_pb2.Assignment]:
+    route = await topic_route(ctx, topic.name, auto_create=False)
+    group_cfg = ctx.groups.get_or_auto_create(group)
+    all_items = route_assignments(topic, route, group_cfg.consume_message_orderly)
+    if not all_items:
+        raise MQError(Code.FORBIDDEN, f"topic {topic.name!r} has no readable queue")
+    picked = allocate_averagely(all_items, sorted(c.client_id for c in ctx.telemetry.clients(group=group)), client_id)
+    return [all_items[i] for i in picked]

@@ -1,0 +1,179 @@
+"""Validation rules for names and messages, each failure an ``MQError`` with the v2 code and the limit it broke.
+
+Rules follow the reference proxy (protocol-v2 §3.3): the broker runs them before anything is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+
+from common import message_const as mc
+from common.errors import Code, MQError
+from common.limits import (
+    MAX_GROUP_LENGTH,
+    MAX_MESSAGE_BODY_SIZE,
+    MAX_MESSAGE_GROUP_LENGTH,
+    MAX_PROPERTIES_SIZE,
+    MAX_PROPERTY_COUNT,
+    MAX_TOPIC_LENGTH,
+)
+
+NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+SYSTEM_TOPICS: frozenset[str] = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "rmq_sys_wheel_timer",
+        "rmq_sys_REVIVE_LOG",
+    }
+)
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+SYSTEM_GROUPS: frozenset[str] = frozenset(
+    {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+    }
+)
+
+
+class MessageKind(StrEnum):
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+
+
+def _has_control(s: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in s)
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def is_system_group(group: str) -> bool:
+    return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
+
+
+def validate_topic(topic: str, *, allow_system: bool = False) -> None:
+    if not topic or not topic.strip():
+        raise MQError(Code.ILLEGAL_TOPIC, "topic name is blank")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise MQError(Code.ILLEGAL_TOPIC, f"topic name is {len(topic)} characters, the limit is {MAX_TOPIC_LENGTH}")
+    if not NAME_PATTERN.match(topic):
+        raise MQError(Code.ILLEGAL_TOPIC, f"topic {topic!r} must match {NAME_PATTERN.pattern}")
+    if not allow_system and is_system_topic(topic):
+        raise MQError(Code.ILLEGAL_TOPIC, f"topic {topic!r} is a system topic")
+
+
+def validate_group(group: str, *, allow_system: bool = False) -> None:
+    if not group or not group.strip():
+        raise MQError(Code.ILLEGAL_CONSUMER_GROUP, "group name is blank")
+    if len(group) > MAX_GROUP_LENGTH:
+        raise MQError(
+            Code.ILLEGAL_CONSUMER_GROUP, f"group name is {len(group)} characters, the limit is {MAX_GROUP_LENGTH}"
+        )
+    if not NAME_PATTERN.match(group):
+        raise MQError(Code.ILLEGAL_CONSUMER_GROUP, f"group {group!r} must match {NAME_PATTERN.pattern}")
+    if not allow_system and is_system_group(group):
+        raise MQError(Code.ILLEGAL_CONSUMER_GROUP, f"group {group!r} is a system group")
+
+
+def validate_tag(tag: str) -> None:
+    if not tag.strip():
+        raise MQError(Code.ILLEGAL_MESSAGE_TAG, "tag is blank")
+    if "|" in tag:
+        raise MQError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains '|'")
+    if _has_control(tag):
+        raise MQError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains control characters")
+
+
+def validate_keys(keys: Iterable[str]) -> None:
+    for key in keys:
+        if not key.strip():
+            raise MQError(Code.ILLEGAL_MESSAGE_KEY, "message key is blank")
+        if _has_control(key):
+            raise MQError(Code.ILLEGAL_MESSAGE_KEY, f"message key {key!r} contains control characters")
+
+
+def validate_message_group(group: str) -> None:
+    if not group.strip():
+        raise MQError(Code.ILLEGAL_MESSAGE_GROUP, "message group is blank")
+    if len(group.encode("utf-8")) >= MAX_MESSAGE_GROUP_LENGTH:
+        raise MQError(
+            Code.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than {MAX_MESSAGE_GROUP_LENGTH} bytes"
+        )
+    if _has_control(group):
+        raise MQError(Code.ILLEGAL_MESSAGE_GROUP, "message group contains control characters")
+
+
+def validate_body(body: bytes, max_size: int = MAX_MESSAGE_BODY_SIZE) -> None:
+    if not body:
+        raise MQError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
+    if len(body) > max_size:
+        raise MQError(Code.MESSAGE_BODY_TOO_LARGE, f"message body is {len(body)} bytes, the limit is {max_size} bytes")
+
+
+def validate_user_properties(props: Mapping[str, str]) -> int:
+    """Checks count, reserved keys and control characters; returns the properties' size in bytes."""
+    if len(props) > MAX_PROPERTY_COUNT:
+        raise MQError(
+            Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"message has {len(props)} user properties, the limit is {MAX_PROPERTY_COUNT}",
+        )
+    size = 0
+    for key, value in props.items():
+        if not key.strip():
+            raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "user property key is blank")
+        if key in mc.SYSTEM_PROPERTY_KEYS:
+            raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property key {key!r} is reserved by the system")
+        if _has_control(key) or _has_control(value):
+            raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property {key!r} contains control characters")
+        size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
+    return size
+
+
+def validate_properties_size(size: int) -> None:
+    if size > MAX_PROPERTIES_SIZE:
+        raise MQError(
+            Code.MESSAGE_PROPERTIES_TOO_LARGE,
+            f"properties, tag and keys take {size} bytes, the limit is {MAX_PROPERTIES_SIZE} bytes",
+        )
+
+
+def validate_delivery_timestamp(deliver_ms: int, now_ms: int, max_delay_ms: int) -> None:
+    if deliver_ms - now_ms > max_delay_ms:
+        raise MQError(
+            Code.ILLEGAL_DELIVERY_TIME,
+            f"delivery timestamp is {(deliver_ms - now_ms) // 1000}s ahead, the limit is {max_delay_ms // 1000}s",
+        )
+
+
+def check_message_type(kind: MessageKind, topic_type: str, topic: str) -> None:
+    """The topic's ``message.type`` must equal the message's type unless it is MIXED (40014)."""
+    if topic_type == "MIXED" or topic_type == kind.value:
+        return
+    if topic_type in ("UNSPECIFIED", "") and kind is MessageKind.NORMAL:
+        return
+    raise MQError(
+        Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        f"topic {topic!r} accepts {topic_type} messages, this message is {kind.value}",
+    )

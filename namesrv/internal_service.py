@@ -1,0 +1,130 @@
+"""The internal ``orbitmq.namesrv.NameServer`` service: broker sessions, registration, routes, KV config.
+
+Status codes are v2 codes in the ``code`` field (OK = 20000); gRPC status stays OK for business errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2
+
+from common.logging import get_logger
+from common.proto import namesrv_pb2 as pb
+from common.proto import namesrv_pb2_grpc as pb_grpc
+from common.route_proto import broker_data_to_proto, queue_data_to_proto
+from namesrv.kv_config import KVConfigManager
+from namesrv.route_info import RouteInfoManager
+
+log = get_logger("namesrv")
+
+OK = definition_pb2.Code.OK
+BAD_REQUEST = definition_pb2.Code.BAD_REQUEST
+TOPIC_NOT_FOUND = definition_pb2.Code.TOPIC_NOT_FOUND
+NOT_FOUND = definition_pb2.Code.NOT_FOUND
+
+
+def _check_registration(reg: pb.BrokerRegistration) -> str:
+    """An empty string if ``reg`` is usable, else what is wrong with it."""
+    if not reg.cluster_name or not reg.broker_name or not reg.broker_addr:
+        return "cluster_name, broker_name and broker_addr are required"
+    if reg.broker_id < 0:
+        return f"broker_id must be >= 0, got {reg.broker_id}"
+    if ":" not in reg.broker_addr:
+        return f"broker_addr {reg.broker_addr!r} is not host:port"
+    return ""
+
+
+class NameServerService(pb_grpc.NameServerServicer):
+    def __init__(self, routes: RouteInfoManager, kv: KVConfigManager) -> None:
+        self.routes = routes
+        self.kv = kv
+
+    def _register(self, reg: pb.BrokerRegistration, session: object | None) -> pb.RegisterBrokerResult:
+        problem = _check_registration(reg)
+        if problem:
+            return pb.RegisterBrokerResult(code=BAD_REQUEST, message=problem)
+        outcome = self.routes.register_broker(reg, session)
+        if outcome.is_new:
+            log.info(
+                "broker registered",
+                cluster=reg.cluster_name,
+                broker=reg.broker_name,
+                broker_id=reg.broker_id,
+                addr=reg.broker_addr,
+                topics=len(reg.topic_configs),
+                session=session is not None,
+            )
+        return pb.RegisterBrokerResult(
+            code=OK, message="OK", master_addr=outcome.master_addr, ha_server_addr=outcome.ha_server_addr
+        )
+
+    async def BrokerSession(
+        self, request_iterator: AsyncIterable[pb.BrokerRegistration], context: Any
+    ) -> AsyncIterator[pb.RegisterBrokerResult]:
+        session = object()
+        try:
+            async for reg in request_iterator:
+                yield self._register(reg, session)
+        finally:
+            # the broker closed its session (shutdown, crash, network): it leaves the routes now
+            for live in self.routes.drop_session(session):
+                log.info(
+                    "broker session closed", broker=live.broker_name, broker_id=live.broker_id, addr=live.broker_addr
+                )
+
+    async def RegisterBroker(self, request: pb.BrokerRegistration, context: Any) -> pb.RegisterBrokerResult:
+        return self._register(request, None)
+
+    async def UnregisterBroker(self, request: pb.UnregisterBrokerRequest, context: Any) -> pb.SimpleResult:
+        if self.routes.unregister_broker(
+            request.cluster_name, request.broker_name, request.broker_id, request.broker_addr
+        ):
+            log.info(
+                "broker unregistered", broker=request.broker_name, broker_id=request.broker_id, addr=request.broker_addr
+            )
+            return pb.SimpleResult(code=OK, message="OK")
+        return pb.SimpleResult(code=NOT_FOUND, message=f"broker {request.broker_addr} is not registered")
+
+    async def GetRouteInfoByTopic(self, request: pb.GetRouteInfoRequest, context: Any) -> pb.GetRouteInfoResponse:
+        route = self.routes.route(request.topic)
+        if route is None:
+            return pb.GetRouteInfoResponse(code=TOPIC_NOT_FOUND, message=f"no route for topic {request.topic!r}")
+        return pb.GetRouteInfoResponse(
+            code=OK,
+            message="OK",
+            queue_datas=[queue_data_to_proto(q) for q in route.queue_datas],
+            broker_datas=[broker_data_to_proto(b) for b in route.broker_datas],
+        )
+
+    async def GetBrokerClusterInfo(self, request: pb.GetClusterInfoRequest, context: Any) -> pb.GetClusterInfoResponse:
+        info = self.routes.cluster_info()
+        return pb.GetClusterInfoResponse(
+            code=OK,
+            message="OK",
+            broker_addr_table={k: broker_data_to_proto(v) for k, v in info.broker_addr_table.items()},
+            cluster_addr_table={
+                k: pb.BrokerNameList(broker_names=sorted(v)) for k, v in info.cluster_addr_table.items()
+            },
+        )
+
+    async def GetAllTopicList(self, request: pb.GetAllTopicListRequest, context: Any) -> pb.GetAllTopicListResponse:
+        return pb.GetAllTopicListResponse(code=OK, message="OK", topics=self.routes.topics())
+
+    async def PutKVConfig(self, request: pb.KVConfigRequest, context: Any) -> pb.SimpleResult:
+        if not request.namespace or not request.key:
+            return pb.SimpleResult(code=BAD_REQUEST, message="namespace and key are required")
+        self.kv.put(request.namespace, request.key, request.value)
+        return pb.SimpleResult(code=OK, message="OK")
+
+    async def GetKVConfig(self, request: pb.KVConfigRequest, context: Any) -> pb.KVConfigResponse:
+        value = self.kv.get(request.namespace, request.key)
+        if value is None:
+            return pb.KVConfigResponse(code=NOT_FOUND, message=f"no KV config {request.namespace}/{request.key}")
+        return pb.KVConfigResponse(code=OK, message="OK", value=value)
+
+    async def DeleteKVConfig(self, request: pb.KVConfigRequest, context: Any) -> pb.SimpleResult:
+        if not self.kv.delete(request.namespace, request.key):
+            return pb.SimpleResult(code=NOT_FOUND, message=f"no KV config {request.namespace}/{request.key}")
+        return pb.SimpleResult(code=OK, message="OK")

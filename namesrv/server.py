@@ -1,0 +1,102 @@
+"""The name server process core: a grpc.aio server with the internal and the v2 services, plus expiry.
+
+Embeddable: ``NameServer(config)`` can run inside another process's event loop (``mqbroker --standalone``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+from rocketmq.grpc_protocol import service_pb2_grpc
+
+from common.logging import get_logger
+from common.proto import namesrv_pb2_grpc as pb_grpc
+from common.v2.settings import SettingsPolicy
+from common.v2.telemetry import TelemetryHub
+from namesrv.config import NamesrvConfig
+from namesrv.internal_service import NameServerService
+from namesrv.kv_config import KVConfigManager
+from namesrv.route_info import RouteInfoManager
+from namesrv.v2_service import NamesrvMessagingService
+
+log = get_logger("namesrv")
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 130 * 1024 * 1024),
+    ("grpc.max_send_message_length", 130 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class NameServer:
+    """One name server. ``await start()`` returns the bound port (useful with ``listenPort=0``)."""
+
+    def __init__(self, config: NamesrvConfig | None = None) -> None:
+        self.config = config or NamesrvConfig()
+        self.routes = RouteInfoManager(broker_expired_s=self.config.brokerExpiredSeconds)
+        self.kv = KVConfigManager()
+        self.hub = TelemetryHub(
+            SettingsPolicy(
+                max_body_size=self.config.maxMessageSize,
+                long_polling_timeout_s=self.config.longPollingTimeoutSeconds,
+            ),
+            client_expired_s=self.config.clientExpiredSeconds,
+        )
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        host = "127.0.0.1" if self.config.host in ("0.0.0.0", "::", "") else self.config.host
+        return f"{host}:{self.port}"
+
+    async def start(self) -> int:
+        server = grpc.aio.server(options=GRPC_OPTIONS)
+        pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv), server)
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(
+            NamesrvMessagingService(self.routes, self.hub, self.config.autoCreateTopicRouteEnable), server
+        )
+        bind = f"{self.config.host}:{self.config.listenPort}"
+        port = server.add_insecure_port(bind)
+        if port == 0:
+            raise OSError(f"name server cannot bind {bind}")
+        await server.start()
+        self._server, self.port = server, port
+        await self.hub.start()
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
+        log.info("name server started", host=self.config.host, port=port)
+        return port
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+            self._scan_task = None
+        await self.hub.stop()
+        if self._server is not None:
+            await self._server.stop(self.config.shutdownGraceSeconds)
+            self._server = None
+            log.info("name server stopped", port=self.port)
+
+    async def wait_for_termination(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+    def scan_not_active_brokers(self) -> None:
+        for live in self.routes.expire():
+            log.info(
+                "broker expired",
+                broker=live.broker_name,
+                broker_id=live.broker_id,
+                addr=live.broker_addr,
+                silent_s=self.config.brokerExpiredSeconds,
+            )
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.scan_interval())
+            self.scan_not_active_brokers()

@@ -19,9 +19,7 @@ def configure_logging(json: bool = False, level: str = "INFO") -> None:
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
     logging.basicConfig(stream=sys.stderr, level=numeric, format="%(name)s %(levelname)s %(message)s")
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
-    )
+    renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

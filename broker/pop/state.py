@@ -80,7 +80,7 @@ class PopState:
     def __init__(self, sink: Callable[[Record], None] | None = None) -> None:
         self.queues: dict[QueueKey, QueueState] = {}
         self.seq = 0
-        self._sink = sink
+        self.sink = sink
 
     # ---- applying records (live and at recovery) -------------------------------------------------------
     def apply(self, rec: Record) -> None:
@@ -133,8 +133,8 @@ class PopState:
         qs._advance()
 
     def record(self, rec: Record) -> None:
-        if self._sink is not None:
-            self._sink(rec)
+        if self.sink is not None:
+            self.sink(rec)
         self.apply(rec)
 
     # ---- queries --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ def open_state(path: Path, compact_bytes: int = 1 << 20) -> tuple[PopState, PopJ
     journal = PopJournal(path, compact_bytes=compact_bytes)
     state = PopState()
     journal.recover(state)
-    state._sink = journal.append
+    state.sink = journal.append
     return state, journal
 
 

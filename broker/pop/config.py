@@ -1,0 +1,46 @@
+"""Receive/ack tunables with the reference proxy's names and defaults (protocol-v2 Appendix A).
+
+Read from the broker config object when it carries the same key, so ``broker.conf`` can override any of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from common.config import build_config
+from common.limits import MIB
+
+HOUR_MS = 3600 * 1000
+
+
+class PopInitMode:
+    """Where a group that never consumed a queue starts: its first message or its end (RocketMQ ConsumeInitMode)."""
+
+    MIN = "MIN"
+    MAX = "MAX"
+
+
+@dataclass
+class PopConfig:
+    minInvisibleTimeMillsForRecv: int = 10_000
+    maxInvisibleTimeMills: int = 12 * HOUR_MS
+    defaultInvisibleTimeMills: int = 60_000  # push consumers (auto_renew) get this and server-side renewal
+    renewAheadTimeMillis: int = 10_000
+    renewMaxTimeMillis: int = 3 * HOUR_MS
+    popRenewIntervalMs: int = 1_000  # how often auto-renew and journal compaction are checked
+    maxPopBatchSize: int = 32
+    popPollingMaxMs: int = 20_000
+    popPollingDeadlineMinMs: int = 1_000  # a receive whose deadline leaves less is ILLEGAL_POLLING_TIME
+    popPollingDeadlineMarginMs: int = 500  # the stream ends this long before the client's deadline (P11)
+    popInitMode: str = PopInitMode.MIN
+    popMaxInFlightPerQueue: int = 20_000  # no new pops from a queue holding this many unacked messages
+    popJournalFlushIntervalMs: int = 200  # fsync period; records are written (kill-safe) before replies
+    popJournalCompactBytes: int = 8 * MIB
+
+
+def pop_config_from(source: Any) -> PopConfig:
+    """A ``PopConfig`` taking every field ``source`` (the broker config) also has, defaults for the rest."""
+    values = {f.name: getattr(source, f.name) for f in dataclasses.fields(PopConfig) if hasattr(source, f.name)}
+    return build_config(PopConfig, values)

@@ -1,0 +1,542 @@
+"""The receive/ack service behind ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue.
+
+Runs on the broker's event loop; store reads are quick and made inline, store writes (DLQ) are awaited futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from broker.context import BrokerContext
+from broker.filter import TagFilter, filter_from_v2
+from broker.grpc.convert import to_v2_message
+from broker.pop.config import PopConfig, PopInitMode, pop_config_from
+from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter, dlq_topic
+from broker.pop.journal import PopJournal
+from broker.pop.receipt import ReceiptHandle, decode
+from broker.pop.state import Delivery, InFlight, PopState, QueueKey
+from broker.store.message import MessageExt
+from broker.store.results import GetMessageStatus
+from common import message_const as mc
+from common.errors import Code, MQError
+from common.logging import get_logger
+from common.route import READ_WRITE, PermName
+from common.v2.metadata import client_meta
+from common.v2.status import internal_error_status, ok_status, status, status_from_error
+from common.v2.telemetry import ClientEvent, ClientInfo
+from common.validation import validate_group, validate_topic
+
+log = get_logger("broker.pop")
+
+_SCANNABLE = {GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class PopRequest:
+    """A validated receive: what to pop, for how long it stays invisible, how long to wait."""
+
+    group: str
+    topic: str
+    queue_ids: list[int]
+    batch: int
+    invisible_ms: int
+    auto_renew: bool
+    tag_filter: TagFilter | None
+    fifo: bool
+    max_attempts: int
+    client_id: str
+    polling_s: float
+
+
+@dataclass
+class Popped:
+    delivery: Delivery
+    message: MessageExt
+
+
+class PopService:
+    """Pop state per (group, topic, queue), persisted by a journal under ``<storePathRootDir>/pop``."""
+
+    def __init__(self, ctx: BrokerContext, config: PopConfig | None = None) -> None:
+        self.ctx = ctx
+        self.config = config or pop_config_from(ctx.config)
+        self.journal = PopJournal(
+            ctx.store.config.root / "pop",
+            fsync_interval_ms=self.config.popJournalFlushIntervalMs,
+            compact_bytes=self.config.popJournalCompactBytes,
+        )
+        self.state = PopState()
+        self._round_robin: dict[tuple[str, str], int] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._committed: dict[QueueKey, int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self.journal.recover(self.state)
+        self.state.sink = self.journal.append
+        self.journal.start_sync_thread()
+        for key in list(self.state.queues):
+            self._sync_offset(key)
+        inflight = sum(len(q.inflight) for q in self.state.queues.values())
+        log.info(
+            "pop state recovered",
+            queues=len(self.state.queues),
+            inflight=inflight,
+            replayed=self.journal.records_replayed,
+        )
+        self.ctx.telemetry.on_client_change(self._on_client_change)
+        self._task = asyncio.get_running_loop().create_task(self._housekeeping())
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            self.journal.compact(self.state)
+        finally:
+            self.journal.close()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.popRenewIntervalMs / 1000)
+            try:
+                self.renew(_now_ms())
+                if self.journal.needs_compaction():
+                    self.journal.compact(self.state)
+            except Exception:
+                log.exception("pop housekeeping failed")
+
+    # ------------------------------------------------------------------ helpers
+    def _sync_offset(self, key: QueueKey) -> None:
+        """Publish the lowest not-acked offset as the group's consumer offset (ConsumerProgress, offset tools)."""
+        qs = self.state.queue(key)
+        if qs is None or self._committed.get(key) == qs.ack_offset:
+            return
+        self._committed[key] = qs.ack_offset
+        self.ctx.offsets.commit_offset(key[0], key[1], key[2], qs.ack_offset)
+
+    def _client_alive(self, client_id: str) -> bool:
+        return not client_id or self.ctx.telemetry.client(client_id) is not None
+
+    def _on_client_change(self, event: ClientEvent, client: ClientInfo) -> None:
+        if event in (ClientEvent.UNREGISTERED, ClientEvent.EXPIRED):
+            released = self.release_client(client.client_id, _now_ms())
+            if released:
+                log.info("released messages of a departed client", client_id=client.client_id, count=released)
+
+    def release_client(self, client_id: str, now_ms: int) -> int:
+        """A push consumer left: its auto-renewed messages become visible now instead of after a renewal."""
+        count = 0
+        for key, f in list(self.state.iter_inflight()):
+            if f.auto_renew and f.client_id == client_id:
+                self.state.change(key, f.offset, now_ms, 0, new_seq=False, auto_renew=False)
+                count += 1
+        return count
+
+    def renew(self, now_ms: int) -> int:
+        """Auto-renew (push consumers, P19): extend invisible time shortly before it ends while the client lives."""
+        renewed = 0
+        for key, f in list(self.state.iter_inflight()):
+            if not f.auto_renew or f.visible_at_ms - now_ms > self.config.renewAheadTimeMillis:
+                continue
+            if now_ms >= f.renew_until_ms or not self._client_alive(f.client_id):
+                # Client gone or held too long: let the message come back soon, as the reference does.
+                self.state.change(
+                    key, f.offset, now_ms, min(1000, max(0, f.visible_at_ms - now_ms)), new_seq=False, auto_renew=False
+                )
+                continue
+            self.state.change(
+                key, f.offset, now_ms, self.config.defaultInvisibleTimeMills, new_seq=False, auto_renew=True
+            )
+            renewed += 1
+        return renewed
+
+    def _check_handle_scope(self, handle: ReceiptHandle, group: str, topic: str) -> None:
+        if handle.group != group or handle.topic != topic:
+            raise MQError(
+                Code.INVALID_RECEIPT_HANDLE,
+                f"receipt handle was issued for group {handle.group!r} topic {handle.topic!r}, "
+                f"not group {group!r} topic {topic!r}",
+            )
+
+    # ------------------------------------------------------------------ ReceiveMessage
+    def _validate(self, request: service_pb2.ReceiveMessageRequest, context: Any) -> PopRequest:
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        validate_group(group)
+        validate_topic(topic, allow_system=topic.startswith("%DLQ%") or topic.startswith("%RETRY%"))
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on this broker")
+        if not PermName.is_readable(tc.perm) or tc.read_queue_nums <= 0:
+            raise MQError(Code.FORBIDDEN, f"no readable queue: topic {topic!r} is not readable on this broker")
+        gc = self.ctx.groups.get_or_auto_create(group)
+        if not gc.consume_enable:
+            raise MQError(Code.FORBIDDEN, f"consumer group {group!r} has consumeEnable=false")
+        tag_filter = filter_from_v2(request.filter_expression if request.HasField("filter_expression") else None)
+        if request.batch_size < 0:
+            raise MQError(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be positive")
+        batch = min(request.batch_size or self.config.maxPopBatchSize, self.config.maxPopBatchSize)
+        cfg = self.config
+        if request.auto_renew:
+            invisible_ms = cfg.defaultInvisibleTimeMills
+        else:
+            d = request.invisible_duration
+            invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
+            if not cfg.minInvisibleTimeMillsForRecv <= invisible_ms <= cfg.maxInvisibleTimeMills:
+                raise MQError(
+                    Code.ILLEGAL_INVISIBLE_TIME,
+                    f"invisible_duration {invisible_ms} ms is outside [{cfg.minInvisibleTimeMillsForRecv}, "
+                    f"{cfg.maxInvisibleTimeMills}] ms",
+                )
+        polling_s = self._polling_seconds(request, context)
+        fifo = bool(gc.consume_message_orderly)
+        qid = request.message_queue.id
+        # FIFO push consumers get one assignment per queue; id -1 (push) or a route queue (simple): the whole topic
+        queue_ids = [qid] if fifo and 0 <= qid < tc.read_queue_nums else list(range(tc.read_queue_nums))
+        return PopRequest(
+            group,
+            topic,
+            queue_ids,
+            batch,
+            invisible_ms,
+            bool(request.auto_renew),
+            tag_filter,
+            fifo,
+            gc.retry_max_times + 1,
+            self._client_id(context),
+            polling_s,
+        )
+
+    @staticmethod
+    def _client_id(context: Any) -> str:
+        try:
+            return client_meta(context).client_id
+        except Exception:
+            return ""
+
+    def _polling_seconds(self, request: service_pb2.ReceiveMessageRequest, context: Any) -> float:
+        cfg = self.config
+        remaining: float | None = None
+        try:
+            remaining = context.time_remaining() if context is not None else None
+        except Exception:
+            remaining = None
+        if request.HasField("long_polling_timeout"):
+            lp = request.long_polling_timeout
+            polling = lp.seconds + lp.nanos / 1e9
+        elif remaining is not None:
+            polling = remaining - 1.5  # half the client's default request_timeout, as the reference derives it
+        else:
+            polling = cfg.popPollingMaxMs / 1000
+        polling = max(0.0, min(polling, cfg.popPollingMaxMs / 1000))
+        if remaining is not None:
+            if remaining * 1000 < cfg.popPollingDeadlineMinMs:
+                raise MQError(
+                    Code.ILLEGAL_POLLING_TIME,
+                    f"the request deadline leaves {remaining * 1000:.0f} ms, at least {cfg.popPollingDeadlineMinMs} "
+                    "ms are needed to long-poll and answer",
+                )
+            polling = min(polling, max(0.0, remaining - cfg.popPollingDeadlineMarginMs / 1000))
+        return polling
+
+    async def receive(
+        self, request: service_pb2.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        """Status first, then the messages, then ``delivery_timestamp``; always ends before the deadline (§7.1)."""
+        try:
+            req = self._validate(request, context)
+            popped = await self.pop(req)
+        except MQError as exc:
+            log.info("receive refused", code=exc.code.name, reason=exc.message)
+            yield service_pb2.ReceiveMessageResponse(status=status_from_error(exc))
+            yield self._delivery_timestamp()
+            return
+        except Exception as exc:
+            log.exception("receive failed", error=repr(exc))
+            yield service_pb2.ReceiveMessageResponse(status=internal_error_status(exc))
+            yield self._delivery_timestamp()
+            return
+        if not popped:
+            yield service_pb2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+        else:
+            yield service_pb2.ReceiveMessageResponse(status=ok_status())
+            namespace = request.message_queue.topic.resource_namespace
+            for p in popped:
+                f = p.delivery.flight
+                yield service_pb2.ReceiveMessageResponse(
+                    message=to_v2_message(
+                        p.message,
+                        receipt_handle=p.delivery.handle.encode(),
+                        delivery_attempt=f.attempts,
+                        invisible_duration_s=f.invisible_ms / 1000,
+                        namespace=namespace,
+                    )
+                )
+        yield self._delivery_timestamp()
+
+    @staticmethod
+    def _delivery_timestamp() -> service_pb2.ReceiveMessageResponse:
+        ts = timestamp_pb2.Timestamp()
+        ts.GetCurrentTime()
+        return service_pb2.ReceiveMessageResponse(delivery_timestamp=ts)
+
+    async def pop(self, req: PopRequest) -> list[Popped]:
+        """Pop now, or long-poll until a message arrives / becomes visible again, or the polling time ends."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.polling_s
+        keys = [(req.group, req.topic, q) for q in req.queue_ids]
+        store = self.ctx.store
+        while True:
+            seen = {q: store.get_max_offset_in_queue(req.topic, q) for q in req.queue_ids}
+            popped = await self._pop_once(req, _now_ms())
+            left = deadline - loop.time()
+            if popped or left <= 0:
+                return popped
+            nxt = self.state.next_visible_ms(keys)
+            if nxt is not None:
+                left = min(left, max(0.005, (nxt - _now_ms()) / 1000))
+
+            def arrived(seen: dict[int, int] = seen) -> bool:
+                return any(store.get_max_offset_in_queue(req.topic, q) > o for q, o in seen.items())
+
+            await self.ctx.long_polling.wait(req.topic, None, None, left, ready=arrived)
+
+    async def _pop_once(self, req: PopRequest, now_ms: int) -> list[Popped]:
+        n = len(req.queue_ids)
+        rr_key = (req.group, req.topic)
+        start = self._round_robin.get(rr_key, 0) % n
+        self._round_robin[rr_key] = start + 1  # fairness: every receive starts at the next queue
+        out: list[Popped] = []
+        dead: list[tuple[QueueKey, InFlight, MessageExt]] = []
+        for i in range(n):
+            want = req.batch - len(out)
+            if want <= 0:
+                break
+            out.extend(self._pop_queue(req, req.queue_ids[(start + i) % n], want, now_ms, dead))
+        for key, f, msg in dead:
+            await self._to_dlq(key, f, msg)
+        return out
+
+    def _init_offset(self, key: QueueKey) -> int:
+        committed = self.ctx.offsets.query_offset(*key)
+        if committed >= 0:
+            return committed
+        store = self.ctx.store
+        if self.config.popInitMode == PopInitMode.MAX:
+            return store.get_max_offset_in_queue(key[1], key[2])
+        return store.get_min_offset_in_queue(key[1], key[2])
+
+    def _pop_queue(
+        self,
+        req: PopRequest,
+        queue_id: int,
+        want: int,
+        now_ms: int,
+        dead: list[tuple[QueueKey, InFlight, MessageExt]],
+    ) -> list[Popped]:
+        key: QueueKey = (req.group, req.topic, queue_id)
+        store = self.ctx.store
+        state = self.state
+        qs = state.queue(key) or state.init_queue(key, self._init_offset(key))
+        min_offset = store.get_min_offset_in_queue(req.topic, queue_id)
+        if qs.ack_offset < min_offset:
+            state.reset(key, min_offset)  # retention removed what this group never consumed
+        renew_until = now_ms + self.config.renewMaxTimeMillis if req.auto_renew else 0
+
+        def flight(offset: int, cl: int, size: int, attempts: int, group: str | None) -> InFlight:
+            return InFlight(
+                offset,
+                cl,
+                size,
+                state.next_seq(),
+                attempts,
+                now_ms,
+                req.invisible_ms,
+                group,
+                req.auto_renew,
+                renew_until,
+                req.client_id,
+            )
+
+        flights: list[InFlight] = []
+        messages: dict[int, MessageExt] = {}
+        blocked = qs.blocked_groups(now_ms) if req.fifo else set()
+        # 1) redeliveries: in-flight messages whose invisible time is over
+        for f in qs.visible(now_ms):
+            if req.fifo and f.message_group in blocked:
+                continue
+            if len(flights) >= want:
+                if req.fifo and f.message_group:
+                    blocked.add(f.message_group)  # waiting for redelivery: later ones of its group must wait
+                continue
+            msg = store.look_message_by_offset(f.commitlog_offset, f.size)
+            if msg is None:
+                log.warning("in-flight message no longer in the CommitLog, dropped", key=key, offset=f.offset)
+                state.ack(key, f.offset)
+                continue
+            if f.attempts >= req.max_attempts:
+                # Hide it while the DLQ put runs so no concurrent receive redelivers it (P20).
+                state.change(
+                    key, f.offset, now_ms, self.config.defaultInvisibleTimeMills, new_seq=False, auto_renew=False
+                )
+                dead.append((key, f, msg))
+                continue
+            flights.append(flight(f.offset, f.commitlog_offset, f.size, f.attempts + 1, f.message_group))
+            messages[f.offset] = msg
+        # 2) new messages from the pop offset on
+        next_offset = qs.pop_offset
+        room = want - len(flights)
+        if room > 0 and len(qs.inflight) < self.config.popMaxInFlightPerQueue:
+            res = store.get_message(req.group, req.topic, queue_id, qs.pop_offset, room, req.tag_filter)
+            if res.status == GetMessageStatus.OFFSET_TOO_SMALL:
+                state.reset(key, res.next_begin_offset)
+            elif res.status in _SCANNABLE:
+                next_offset = res.next_begin_offset
+                for m in res.messages:
+                    group = m.properties.get(mc.PROPERTY_MESSAGE_GROUP) if req.fifo else None
+                    if group and group in blocked:
+                        next_offset = m.queue_offset  # FIFO: nothing of this group passes an earlier in-flight one
+                        break
+                    flights.append(flight(m.queue_offset, m.commitlog_offset, m.store_size, 1, group))
+                    messages[m.queue_offset] = m
+        if not flights and next_offset == qs.pop_offset:
+            self._sync_offset(key)
+            return []
+        deliveries = state.pop(key, flights, next_offset)
+        self._sync_offset(key)
+        return [Popped(d, messages[d.flight.offset]) for d in deliveries]
+
+    async def _to_dlq(self, key: QueueKey, f: InFlight, msg: MessageExt) -> None:
+        """Move a message to ``%DLQ%<group>`` and ack it; on a failed put it simply comes back later."""
+        try:
+            await self.send_to_dlq(key[0], msg, f.attempts)
+        except Exception as exc:
+            log.warning("DLQ put failed, message will be retried", key=key, offset=f.offset, error=repr(exc))
+            return
+        qs = self.state.queue(key)
+        if qs is not None and f.offset in qs.inflight:
+            self.state.ack(key, f.offset)
+            self._sync_offset(key)
+        log.info("message moved to DLQ", group=key[0], topic=key[1], queue=key[2], offset=f.offset, attempts=f.attempts)
+
+    async def send_to_dlq(self, group: str, msg: MessageExt, attempts: int) -> None:
+        topic = dlq_topic(group)
+        self.ctx.topics.create_internal(topic, DLQ_NUMS_PER_GROUP, READ_WRITE)
+        inner = dead_letter(group, msg, attempts, self.ctx.store_host)
+        result = await asyncio.wrap_future(self.ctx.store.put_message_async(inner))
+        if not result.ok:
+            raise MQError(Code.INTERNAL_SERVER_ERROR, f"putting the message into {topic} failed: {result.status.name}")
+
+    # ------------------------------------------------------------------ AckMessage
+    def ack_handle(self, group: str, topic: str, receipt_handle: str) -> None:
+        handle = decode(receipt_handle)
+        self._check_handle_scope(handle, group, topic)
+        self.state.check_handle(handle)
+        key = (handle.group, handle.topic, handle.queue_id)
+        self.state.ack(key, handle.queue_offset)
+        self._sync_offset(key)
+
+    async def ack(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
+        group, topic = request.group.name, request.topic.name
+        validate_group(group)
+        validate_topic(topic, allow_system=True)
+        if not request.entries:
+            raise MQError(Code.BAD_REQUEST, "AckMessage needs at least one entry")
+        results = []
+        for entry in request.entries:
+            try:
+                self.ack_handle(group, topic, entry.receipt_handle)
+                st = ok_status()
+            except MQError as exc:
+                st = status_from_error(exc)
+            results.append(
+                service_pb2.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
+                )
+            )
+        return service_pb2.AckMessageResponse(status=_overall(results), entries=results)
+
+    # ------------------------------------------------------------------ ChangeInvisibleDuration
+    def change_handle(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
+        cfg = self.config
+        handle = decode(receipt_handle)
+        self._check_handle_scope(handle, group, topic)
+        if not 0 <= invisible_ms <= cfg.maxInvisibleTimeMills:
+            raise MQError(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"invisible_duration {invisible_ms} ms is outside [0, {cfg.maxInvisibleTimeMills}] ms",
+            )
+        self.state.check_handle(handle)
+        key = (handle.group, handle.topic, handle.queue_id)
+        flight = self.state.change(key, handle.queue_offset, _now_ms(), invisible_ms, new_seq=True, auto_renew=False)
+        return Delivery(key, flight).handle.encode()
+
+    async def change_invisible_duration(
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Any
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        try:
+            validate_group(request.group.name)
+            validate_topic(request.topic.name, allow_system=True)
+            d = request.invisible_duration
+            new = self.change_handle(
+                request.group.name, request.topic.name, request.receipt_handle, d.seconds * 1000 + d.nanos // 1_000_000
+            )
+        except MQError as exc:
+            # The client adopts the returned handle before looking at the status (P10): echo the old one.
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status_from_error(exc), receipt_handle=request.receipt_handle
+            )
+        return service_pb2.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=new)
+
+    # ------------------------------------------------------------------ ForwardMessageToDeadLetterQueue
+    async def forward_handle(self, group: str, topic: str, receipt_handle: str) -> None:
+        handle = decode(receipt_handle)
+        self._check_handle_scope(handle, group, topic)
+        _, flight = self.state.check_handle(handle)
+        key = (handle.group, handle.topic, handle.queue_id)
+        msg = self.ctx.store.look_message_by_offset(flight.commitlog_offset, flight.size)
+        if msg is None:
+            self.state.ack(key, handle.queue_offset)
+            self._sync_offset(key)
+            raise MQError(Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle was removed by retention")
+        # Keep the handle valid (same seq) but hidden while the put runs; the client retries with this handle.
+        self.state.change(
+            key, flight.offset, _now_ms(), self.config.defaultInvisibleTimeMills, new_seq=False, auto_renew=False
+        )
+        await self.send_to_dlq(group, msg, flight.attempts)
+        self.state.check_handle(handle)
+        self.state.ack(key, handle.queue_offset)
+        self._sync_offset(key)
+
+    async def forward_to_dlq(
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        validate_group(request.group.name)
+        validate_topic(request.topic.name, allow_system=True)
+        await self.forward_handle(request.group.name, request.topic.name, request.receipt_handle)
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok_status())
+
+
+def _overall(results: list[service_pb2.AckMessageResultEntry]) -> definition_pb2.Status:
+    """OK when all entries are OK; the shared code when all failed alike; MULTIPLE_RESULTS when mixed."""
+    codes = {r.status.code for r in results}
+    if codes == {Code.OK}:
+        return ok_status()
+    if len(codes) == 1:
+        return results[0].status
+    return status(Code.MULTIPLE_RESULTS, "entries have different results, see each entry's status")

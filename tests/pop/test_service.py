@@ -1,0 +1,290 @@
+"""PopService against a real store: receive/ack/nack/redelivery, filters, FIFO, DLQ, long polling, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from broker.pop.receipt import decode
+from common import message_const as mc
+from common.errors import Code
+from tests.pop.harness import (
+    Core,
+    GrpcContextStub,
+    ack_request,
+    change_request,
+    receive,
+    receive_request,
+)
+
+G, T = "cg", "TopicA"
+
+
+def run(tmp_path: Path, body: Callable[[Core], Awaitable[None]], **kw) -> None:
+    async def main() -> None:
+        core = await Core(tmp_path, **kw).start()
+        try:
+            await body(core)
+        finally:
+            await core.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def bodies(messages) -> list[bytes]:
+    return [m.body for m in messages]
+
+
+def test_receive_ack_nack_redelivery_and_offsets(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T, queues=2)
+        for i in range(4):
+            core.put(T, f"m{i}".encode(), queue_id=i % 2)
+        st, msgs, _ = await receive(core, receive_request(G, T, batch=3))
+        assert st.code == Code.OK and len(msgs) == 3
+        assert all(m.system_properties.delivery_attempt == 1 for m in msgs)
+        assert all(m.system_properties.message_id.startswith("ID-") for m in msgs)
+        st, rest, _ = await receive(core, receive_request(G, T, batch=3))
+        assert len(rest) == 1 and set(bodies(msgs + rest)) == {b"m0", b"m1", b"m2", b"m3"}
+        st, none, _ = await receive(core, receive_request(G, T))
+        assert st.code == Code.MESSAGE_NOT_FOUND and not none
+        # ack two, nack one with 0 s, leave one invisible
+        everything = msgs + rest
+        resp = await core.pop.ack(
+            ack_request(G, T, *(m.system_properties.receipt_handle for m in everything[:2])), None
+        )
+        assert resp.status.code == Code.OK and all(e.status.code == Code.OK for e in resp.entries)
+        nacked = everything[2]
+        ch = await core.pop.change_invisible_duration(
+            change_request(G, T, nacked.system_properties.receipt_handle, 0), None
+        )
+        assert ch.status.code == Code.OK and ch.receipt_handle != nacked.system_properties.receipt_handle
+        st, again, _ = await receive(core, receive_request(G, T))
+        assert bodies(again) == [nacked.body] and again[0].system_properties.delivery_attempt == 2
+        # the handle from before the nack and the one from the nack are both stale now
+        resp = await core.pop.ack(ack_request(G, T, nacked.system_properties.receipt_handle, ch.receipt_handle), None)
+        assert resp.status.code == Code.INVALID_RECEIPT_HANDLE
+        resp = await core.pop.ack(ack_request(G, T, again[0].system_properties.receipt_handle), None)
+        assert resp.status.code == Code.OK
+        # acked twice: the second is refused
+        resp = await core.pop.ack(ack_request(G, T, again[0].system_properties.receipt_handle), None)
+        assert resp.status.code == Code.INVALID_RECEIPT_HANDLE and "not in flight" in resp.entries[0].status.message
+        # consumer offsets: lowest not-acked offset per queue
+        left = everything[3]
+        h = decode(left.system_properties.receipt_handle)
+        offsets = core.ctx.offsets.offsets_of(G, T)
+        assert offsets[h.queue_id] == h.queue_offset and offsets[1 - h.queue_id] == 2
+
+    run(tmp_path, body)
+
+
+def test_invisible_message_reappears_after_its_time(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.put(T, b"x")
+        _, _first, _ = await receive(core, receive_request(G, T, invisible_ms=300))
+        started = time.monotonic()
+        _st, second, _ = await receive(core, receive_request(G, T, polling_s=3))
+        assert bodies(second) == [b"x"] and second[0].system_properties.delivery_attempt == 2
+        assert 0.15 < time.monotonic() - started < 2.0  # woke at visibility, not at the end of polling
+
+    run(tmp_path, body)
+
+
+def test_tag_filter_and_filtered_offsets_count_as_consumed(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        for i, tag in enumerate(["A", "B", "C", "A"]):
+            core.put(T, f"m{i}".encode(), tag=tag)
+        _, msgs, _ = await receive(core, receive_request(G, T, tag="A || C"))
+        assert bodies(msgs) == [b"m0", b"m2", b"m3"] and msgs[0].system_properties.tag == "A"
+        await core.pop.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)), None)
+        assert core.ctx.offsets.query_offset(G, T, 0) == 4
+
+    run(tmp_path, body)
+
+
+def test_errors_are_statuses_in_a_well_formed_stream(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        st, _, _ = await receive(core, receive_request(G, T, invisible_ms=50))
+        assert st.code == Code.ILLEGAL_INVISIBLE_TIME and "invisible_duration" in st.message
+        st, _, _ = await receive(core, receive_request(G, T), GrpcContextStub(timeout_s=0.5))
+        assert st.code == Code.ILLEGAL_POLLING_TIME
+        st, _, _ = await receive(core, receive_request(G, "NoSuchTopic"))
+        assert st.code == Code.TOPIC_NOT_FOUND
+        st, _, _ = await receive(core, receive_request(G, T, tag="a ||"))
+        assert st.code == Code.OK or st.code == Code.MESSAGE_NOT_FOUND  # "a ||" is the tag list {a}
+        sql = receive_request(G, T)
+        sql.filter_expression.type = 2  # SQL92 comes with another issue
+        sql.filter_expression.expression = "a > 1"
+        st, _, _ = await receive(core, sql)
+        assert st.code == Code.ILLEGAL_FILTER_EXPRESSION and "SQL92" in st.message
+        # push consumers: auto_renew and no duration is fine (P19)
+        core.put(T, b"p")
+        st, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=None, auto_renew=True))
+        assert st.code == Code.OK and msgs[0].system_properties.invisible_duration.seconds == 60
+        # garbage and foreign handles: per-entry INVALID_RECEIPT_HANDLE, mixed → MULTIPLE_RESULTS
+        good = msgs[0].system_properties.receipt_handle
+        resp = await core.pop.ack(ack_request(G, T, "garbage", good), None)
+        assert resp.status.code == Code.MULTIPLE_RESULTS
+        assert [e.status.code for e in resp.entries] == [Code.INVALID_RECEIPT_HANDLE, Code.OK]
+        resp = await core.pop.ack(ack_request("other", T, good), None)
+        assert resp.status.code == Code.INVALID_RECEIPT_HANDLE
+        ch = await core.pop.change_invisible_duration(change_request(G, T, "OMQ1.AAAA", 1000), None)
+        assert ch.status.code == Code.INVALID_RECEIPT_HANDLE and ch.receipt_handle == "OMQ1.AAAA"
+
+    run(tmp_path, body)
+
+
+def test_long_polling_wakes_on_arrival(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T, queues=2)
+        timer = threading.Timer(0.3, core.put, args=(T, b"late"), kwargs={"queue_id": 1})
+        started = time.monotonic()
+        timer.start()
+        st, msgs, _ = await receive(core, receive_request(G, T, polling_s=5))
+        assert bodies(msgs) == [b"late"] and time.monotonic() - started < 2.5
+        started = time.monotonic()
+        st, msgs, _ = await receive(core, receive_request(G, T, polling_s=0.4))
+        assert st.code == Code.MESSAGE_NOT_FOUND and 0.3 < time.monotonic() - started < 2.0
+        # the stream ends before the client's deadline even when polling asks for more (P11)
+        started = time.monotonic()
+        st, msgs, _ = await receive(core, receive_request(G, T, polling_s=20), GrpcContextStub(timeout_s=1.5))
+        assert st.code == Code.MESSAGE_NOT_FOUND and time.monotonic() - started < 1.4
+
+    run(tmp_path, body)
+
+
+def test_max_attempts_moves_message_to_dlq(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.group(G, retry_max_times=1)  # max attempts 2
+        core.put(T, b"poison", tag="TagX")
+        for attempt in (1, 2):
+            _, msgs, _ = await receive(core, receive_request(G, T))
+            assert msgs[0].system_properties.delivery_attempt == attempt
+            await core.pop.change_invisible_duration(
+                change_request(G, T, msgs[0].system_properties.receipt_handle, 0), None
+            )
+        st, msgs, _ = await receive(core, receive_request(G, T))
+        assert st.code == Code.MESSAGE_NOT_FOUND
+        assert core.ctx.offsets.query_offset(G, T, 0) == 1  # acked by the move
+        dlq = core.store.get_message("x", f"%DLQ%{G}", 0, 0, 10)
+        [dead] = dlq.messages
+        assert dead.body == b"poison" and dead.tags == "TagX" and dead.unique_id == "ID-poison"
+        assert dead.properties[mc.PROPERTY_RETRY_TOPIC] == T
+        assert dead.properties[mc.PROPERTY_DLQ_ORIGIN_MESSAGE_ID] == "ID-poison"
+        assert dead.properties[mc.PROPERTY_RECONSUME_TIME] == "2" and dead.reconsume_times == 2
+        assert core.ctx.topics.get(f"%DLQ%{G}") is not None
+
+    run(tmp_path, body)
+
+
+def test_forward_to_dlq_on_request(tmp_path):
+    async def body(core: Core) -> None:
+        from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+        core.topic(T)
+        core.put(T, b"f")
+        _, msgs, _ = await receive(core, receive_request(G, T))
+        req = service_pb2.ForwardMessageToDeadLetterQueueRequest(
+            group=definition_pb2.Resource(name=G),
+            topic=definition_pb2.Resource(name=T),
+            receipt_handle=msgs[0].system_properties.receipt_handle,
+            message_id=msgs[0].system_properties.message_id,
+            delivery_attempt=1,
+            max_delivery_attempts=3,
+        )
+        resp = await core.pop.forward_to_dlq(req, None)
+        assert resp.status.code == Code.OK
+        assert [m.body for m in core.store.get_message("x", f"%DLQ%{G}", 0, 0, 10).messages] == [b"f"]
+        st, _, _ = await receive(core, receive_request(G, T, invisible_ms=100))
+        assert st.code == Code.MESSAGE_NOT_FOUND
+
+    run(tmp_path, body)
+
+
+def test_fifo_group_holds_later_messages_of_an_in_flight_group(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.group(G, orderly=True)
+        core.put(T, b"a1", msg_group="A")
+        core.put(T, b"b1", msg_group="B")
+        core.put(T, b"a2", msg_group="A")
+        _, first, _ = await receive(core, receive_request(G, T, batch=2, queue_id=0))
+        assert bodies(first) == [b"a1", b"b1"]
+        st, _blocked, _ = await receive(core, receive_request(G, T, queue_id=0))
+        assert st.code == Code.MESSAGE_NOT_FOUND  # a2 waits for a1
+        # nack a1: it comes back first (attempt 2), still before a2
+        await core.pop.change_invisible_duration(
+            change_request(G, T, first[0].system_properties.receipt_handle, 0), None
+        )
+        _, again, _ = await receive(core, receive_request(G, T, batch=1, queue_id=0))
+        assert bodies(again) == [b"a1"] and again[0].system_properties.delivery_attempt == 2
+        await core.pop.ack(ack_request(G, T, again[0].system_properties.receipt_handle), None)
+        _, nxt, _ = await receive(core, receive_request(G, T, queue_id=0))
+        assert bodies(nxt) == [b"a2"]
+
+    run(tmp_path, body)
+
+
+def test_auto_renew_keeps_message_invisible_and_release_on_client_exit(tmp_path):
+    async def body(core: Core) -> None:
+        core.pop.config.defaultInvisibleTimeMills = 400
+        core.topic(T)
+        core.put(T, b"r")
+        core.ctx.telemetry.touch("push-1", group=G)
+        _, msgs, _ = await receive(
+            core, receive_request(G, T, invisible_ms=None, auto_renew=True), GrpcContextStub(client_id="push-1")
+        )
+        await asyncio.sleep(1.0)  # > 2 invisible periods: renewed in the background
+        st, _, _ = await receive(core, receive_request(G, T))
+        assert st.code == Code.MESSAGE_NOT_FOUND
+        resp = await core.pop.ack(ack_request(G, T, msgs[0].system_properties.receipt_handle), None)
+        assert resp.status.code == Code.OK  # renewal does not change the client's handle
+        core.put(T, b"s")
+        _, msgs, _ = await receive(
+            core, receive_request(G, T, invisible_ms=None, auto_renew=True), GrpcContextStub(client_id="push-1")
+        )
+        core.ctx.telemetry.remove("push-1")  # NotifyClientTermination
+        _, back, _ = await receive(core, receive_request(G, T))
+        assert bodies(back) == [b"s"]
+
+    run(tmp_path, body)
+
+
+def test_state_survives_clean_restart_and_kill(tmp_path):
+    async def phase1(core: Core) -> None:
+        core.topic(T)
+        for i in range(3):
+            core.put(T, f"m{i}".encode())
+        _, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=600))
+        await core.pop.ack(ack_request(G, T, msgs[1].system_properties.receipt_handle), None)
+
+    async def phase2(core: Core) -> None:
+        st, msgs, _ = await receive(core, receive_request(G, T))
+        assert st.code == Code.MESSAGE_NOT_FOUND  # still invisible after the restart
+        await asyncio.sleep(0.7)
+        _, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=600))
+        assert bodies(msgs) == [b"m0", b"m2"] and all(m.system_properties.delivery_attempt == 2 for m in msgs)
+        await core.pop.ack(ack_request(G, T, msgs[0].system_properties.receipt_handle), None)
+
+    async def main() -> None:
+        core = await Core(tmp_path).start()
+        await phase1(core)
+        await core.stop(clean=True)
+        core = await Core(tmp_path).start()
+        await phase2(core)
+        await core.stop(clean=False)  # no compaction: recovery must replay the journal
+        core = await Core(tmp_path).start()
+        await asyncio.sleep(0.7)
+        _, msgs, _ = await receive(core, receive_request(G, T))
+        assert bodies(msgs) == [b"m2"] and msgs[0].system_properties.delivery_attempt == 3
+        assert core.pop.journal.records_replayed > 0
+        await core.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

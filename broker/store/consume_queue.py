@@ -130,13 +130,15 @@ class ConsumeQueue:
             return bool(phys < min_commitlog_offset)
 
         self.files.delete_first(dead, keep_last=True)
-        offset = self.min_offset
-        while offset < self.max_offset:
-            entry = self.get(offset)
-            if entry is None or entry[0] >= min_commitlog_offset:
-                break
-            offset += 1
-        self.min_logic_offset = offset
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:  # entries are in commitlog order: binary search the first live one
+            mid = (lo + hi) // 2
+            entry = self.get(mid)
+            if entry is not None and entry[0] < min_commitlog_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.min_logic_offset = lo
 
     def flush(self) -> None:
         self.files.flush()

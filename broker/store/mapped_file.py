@@ -126,6 +126,8 @@ class MappedFileQueue:
         if last is not None and not last.is_full():
             return last
         offset = last.end_offset if last is not None else start_offset - start_offset % self.file_size
+        if self._allocator is not None:
+            self._allocator.join()  # the spare for this offset is normally long ready; never map a file twice
         mf = self._take_spare(offset) or MappedFile(self.dir / segment_name(offset), self.file_size)
         self.files.append(mf)
         self._prepare_spare(offset + self.file_size)
@@ -137,7 +139,8 @@ class MappedFileQueue:
         if spare is not None and spare.start_offset == offset:
             return spare
         if spare is not None:
-            spare.destroy()
+            in_use = any(f.path == spare.path for f in self.files)
+            spare.close() if in_use else spare.destroy()
         return None
 
     def _prepare_spare(self, offset: int) -> None:

@@ -112,6 +112,8 @@ class DefaultMessageStore:
                 cq.truncate_from_phys(checkpoint.commitlog_offset)
             self._index_end = checkpoint.commitlog_offset
             self.stats.recovered_records = 0
+        for cq in self.queues.values():  # retention may have removed what the first entries point at
+            cq.delete_expired(self.commitlog.min_offset)
         self.stats.last_load_seconds = time.monotonic() - started
         log.info("store loaded", extra={"crashed": crashed, "seconds": self.stats.last_load_seconds})
         return True
@@ -559,7 +561,9 @@ class DefaultMessageStore:
         return self.commitlog.min_offset
 
     def dispatch_behind_bytes(self) -> int:
-        return max(0, self.commitlog.max_offset - self._index_end) if self.config.messageIndexEnable else 0
+        if not self.config.messageIndexEnable or self._index_done >= self._index_enqueued:
+            return 0
+        return max(0, self.commitlog.max_offset - self._index_end)
 
 
 def _disk_usage_ratio(path: Path) -> float:

@@ -1,0 +1,165 @@
+"""DefaultMessageStore: puts, reads and their statuses, segment rolling, filters, time lookup, key queries."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker.store.config import FlushDiskType
+from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
+from broker.store.results import GetMessageStatus, PutMessageStatus
+from common.msgid import decode_offset_message_id
+from tests.procs import wait_until
+from tests.store.conftest import StoreFactory
+
+
+def msg(i: int, topic: str = "T", qid: int = 0, tag: str = "a", **props: str) -> MessageExtBrokerInner:
+    return MessageExtBrokerInner(topic, f"body-{i}".encode() * 3, qid, {"TAGS": tag, "KEYS": f"k{i} common", **props})
+
+
+def test_put_and_get_in_order(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    for i in range(50):
+        r = store.put_message(msg(i, qid=i % 2))
+        assert r.status is PutMessageStatus.PUT_OK
+        assert r.append_result is not None and r.append_result.logics_offset == i // 2
+    got = store.get_message("g", "T", 1, 0, 100)
+    assert got.status is GetMessageStatus.FOUND
+    assert [m.body for m in got.messages] == [f"body-{i}".encode() * 3 for i in range(1, 50, 2)]
+    assert [m.queue_offset for m in got.messages] == list(range(25))
+    assert (got.next_begin_offset, got.min_offset, got.max_offset) == (25, 0, 25)
+
+
+def test_get_statuses(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    assert store.get_message("g", "none", 0, 0, 1).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    for i in range(3):
+        store.put_message(msg(i))
+    assert store.get_message("g", "T", 0, 3, 1).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+    bad = store.get_message("g", "T", 0, 9, 1)
+    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 3
+    part = store.get_message("g", "T", 0, 1, 1)
+    assert part.status is GetMessageStatus.FOUND and part.next_begin_offset == 2
+
+
+def test_records_roll_over_segments_with_blank_marker(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    bodies = [bytes([i % 251]) * 3000 for i in range(100)]  # ~300 KB over 64 KiB segments
+    for b in bodies:
+        assert store.put_message(MessageExtBrokerInner("Big", b, 0)).ok
+    segments = store.commitlog.files.files
+    assert len(segments) >= 4
+    assert all(len(s.path.name) == 20 and int(s.path.name) == s.start_offset for s in segments)
+    got = store.get_message("g", "Big", 0, 0, 1000, max_total_bytes=1 << 30)
+    assert [m.body for m in got.messages] == bodies
+
+
+def test_message_too_large_is_refused_and_store_keeps_working(store_factory: StoreFactory) -> None:
+    store = store_factory(maxMessageSize=1000)
+    r = store.put_message(MessageExtBrokerInner("T", b"x" * 1001, 0))
+    assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "1000" in r.error
+    r = store.put_message(MessageExtBrokerInner("T", b"x" * 100_000, 0))
+    assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_message(msg(1)).ok
+    assert store.get_max_offset_in_queue("T", 0) == 1
+
+
+def test_batch_put_is_one_append(store_factory: StoreFactory) -> None:
+    store = store_factory(flushDiskType=FlushDiskType.SYNC_FLUSH)
+    results = store.put_messages([msg(i, qid=i % 3) for i in range(30)])
+    assert all(r.ok for r in results)
+    offsets = [r.append_result.wrote_offset for r in results if r.append_result]
+    assert offsets == sorted(offsets)
+    assert sum(store.get_max_offset_in_queue("T", q) for q in range(3)) == 30
+
+
+def test_tag_filter_uses_consume_queue_hash_then_exact_tag(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    for i in range(20):
+        store.put_message(msg(i, tag="even" if i % 2 == 0 else "odd"))
+
+    class TagFilter:
+        def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: bytes | None) -> bool:
+            return tags_code == tags_hash_code("odd")
+
+        def is_matched_by_commitlog(self, m: MessageExt) -> bool:
+            return m.tags == "odd"
+
+    got = store.get_message("g", "T", 0, 0, 5, TagFilter())
+    assert [m.tags for m in got.messages] == ["odd"] * 5
+    assert got.next_begin_offset == 10  # scanned past the filtered-out entries
+
+
+def test_lookup_by_offset_and_message_id(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    r = store.put_message(msg(7))
+    assert r.append_result is not None
+    decoded = decode_offset_message_id(r.append_result.msg_id)
+    assert (decoded.host, decoded.port, decoded.commitlog_offset) == ("10.0.0.7", 8081, r.append_result.wrote_offset)
+    found = store.look_message_by_offset(decoded.commitlog_offset)
+    assert found is not None and found.body == msg(7).body and found.msg_id == r.append_result.msg_id
+    assert store.look_message_by_offset(10**12) is None
+
+
+def test_offset_by_time_binary_search(store_factory: StoreFactory) -> None:
+    clock = [1_700_000_000.0]
+    store = store_factory()
+    store.clock = lambda: clock[0]
+    for i in range(100):
+        clock[0] += 1
+        store.put_message(msg(i))
+    base = 1_700_000_000_000
+    assert store.get_offset_in_queue_by_time("T", 0, 0) == 0
+    assert store.get_offset_in_queue_by_time("T", 0, base + 50_000) == 49
+    assert store.get_offset_in_queue_by_time("T", 0, base + 50_001) == 50
+    assert store.get_offset_in_queue_by_time("T", 0, base + 10**9) == 100
+    assert store.get_message_store_timestamp("T", 0, 49) == base + 50_000
+
+
+def test_query_by_key_and_unique_key(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    for i in range(400):  # more than one index file (1024 entries, 3 keys per message)
+        store.put_message(msg(i, topic="Q", UNIQ_KEY=f"UNIQ{i}"))
+    store.put_message(msg(5, topic="Other"))
+    now = int(time.time() * 1000)
+    wait_until(lambda: store.dispatch_behind_bytes() == 0, 10, what="index dispatch")
+    assert len(store.index.files) >= 2
+    hits = store.query_message("Q", "k5", 10, now - 60_000, now + 60_000)
+    assert [m.body for m in hits] == [msg(5).body]
+    assert [m.unique_id for m in store.query_message("Q", "UNIQ250", 10, 0, now + 60_000)] == ["UNIQ250"]
+    assert len(store.query_message("Q", "common", 32, 0, now + 60_000)) == 32
+    assert store.query_message("Q", "k5", 10, now + 3_600_000, now + 7_200_000) == []
+
+
+def test_sync_flush_concurrent_writers_share_flushes(store_factory: StoreFactory) -> None:
+    store = store_factory(flushDiskType=FlushDiskType.SYNC_FLUSH)
+    futures = [store.put_message_async(msg(i, qid=i % 4)) for i in range(200)]
+    results = [f.result(timeout=10) for f in futures]
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert store.commitlog.files.last() is not None
+    last = store.commitlog.files.last()
+    assert last is not None and last.flushed_position >= last.wrote_position
+
+
+def test_arriving_listener_sees_new_max_offset(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    seen: list[tuple[str, int, int]] = []
+    store.add_arriving_listener(lambda t, q, m: seen.append((t, q, m)))
+    store.put_message(msg(1, qid=2))
+    assert seen == [("T", 2, 1)]
+
+
+def test_put_after_shutdown_is_service_not_available(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    store.shutdown()
+    assert store.put_message(msg(1)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_delete_topic(store_factory: StoreFactory, flush: FlushDiskType) -> None:
+    store = store_factory(flushDiskType=flush)
+    store.put_message(msg(1, topic="Gone"))
+    store.delete_topics(["Gone"])
+    assert "Gone" not in store.topics()
+    assert store.get_message("g", "Gone", 0, 0, 1).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE

@@ -96,7 +96,7 @@ class BrokerRegistrar:
         if self._task is not None:
             return sum(link.healthy for link in self._links)
         for addr in self.namesrv_addrs:
-            channel = grpc.aio.insecure_channel(addr)
+            channel = grpc.aio.insecure_channel(addr, options=self._channel_options())
             self._links.append(_Link(addr, channel, pb_grpc.NameServerStub(channel)))
         accepted = await self.register_now()
         self._task = asyncio.create_task(self._tick_loop(), name=f"register-{self.broker_name}")
@@ -177,6 +177,16 @@ class BrokerRegistrar:
 
     # -- internals ----------------------------------------------------------------------------------------------
 
+    def _channel_options(self) -> list[tuple[str, int]]:
+        # gRPC's default reconnect backoff grows to 120 s: a restarted name server would wait that long
+        backoff_ms = int(max(0.1, min(self.interval_s, 5.0)) * 1000)
+        return [
+            ("grpc.initial_reconnect_backoff_ms", min(backoff_ms, 1000)),
+            ("grpc.min_reconnect_backoff_ms", min(backoff_ms, 1000)),
+            ("grpc.max_reconnect_backoff_ms", backoff_ms),
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+
     def _ordered_links(self) -> list[_Link]:
         # healthy ones first so a dead name server costs nothing while another answers
         return sorted(self._links, key=lambda link: not link.healthy)
@@ -209,7 +219,8 @@ class BrokerRegistrar:
                     link.call = link.stub.BrokerSession()
                 await asyncio.wait_for(link.call.write(registration), self.timeout_s)
                 result = await asyncio.wait_for(link.call.read(), self.timeout_s)
-            except (TimeoutError, grpc.aio.AioRpcError, grpc.aio.UsageError) as exc:
+            except (TimeoutError, asyncio.InvalidStateError, grpc.aio.AioRpcError, grpc.aio.UsageError) as exc:
+                # InvalidStateError: the name server ended the session (e.g. it stopped) before our write
                 self._mark_down(link, repr(exc) if not isinstance(exc, grpc.aio.AioRpcError) else exc.code().name)
                 return False
             if result is grpc.aio.EOF or not isinstance(result, pb.RegisterBrokerResult):

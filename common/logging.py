@@ -35,6 +35,9 @@ def configure_logging(json: bool = False, level: str = "INFO") -> None:
 
 
 def get_logger(name: str, **bound: Any) -> FilteringBoundLogger:
-    """A structlog logger carrying ``logger=name`` and any extra bound key-values."""
-    logger: FilteringBoundLogger = structlog.get_logger(name).bind(logger=name, **bound)
+    """A structlog logger carrying ``logger_name=name`` and any extra bound key-values.
+
+    Lazy: module-level loggers pick up ``configure_logging`` even when it runs after the import.
+    """
+    logger: FilteringBoundLogger = structlog.get_logger(name, logger_name=name, **bound)
     return logger

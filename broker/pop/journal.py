@@ -12,11 +12,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from broker.pop.state import PopState, Record
+from common.logging import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger("broker.pop.journal")
 
 SNAPSHOT_NAME = "snapshot.json"
 JOURNAL_PREFIX = "journal."

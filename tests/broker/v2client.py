@@ -93,9 +93,13 @@ class RawClient:
             batch_size=batch,
         )
         if polling_s:
-            req.long_polling_timeout.CopyFrom(duration_pb2.Duration(seconds=int(polling_s), nanos=int(polling_s % 1 * 1e9)))
+            req.long_polling_timeout.CopyFrom(
+                duration_pb2.Duration(seconds=int(polling_s), nanos=int(polling_s % 1 * 1e9))
+            )
         if tag_expr is not None:
-            req.filter_expression.CopyFrom(definition_pb2.FilterExpression(type=definition_pb2.TAG, expression=tag_expr))
+            req.filter_expression.CopyFrom(
+                definition_pb2.FilterExpression(type=definition_pb2.TAG, expression=tag_expr)
+            )
         result = PullResult()
         for resp in self.stub.PullMessage(req, metadata=METADATA, timeout=timeout):
             kind = resp.WhichOneof("content")
@@ -115,7 +119,9 @@ class RawClient:
         return self.stub.UpdateOffset(req, metadata=METADATA, timeout=10).status
 
     def get_offset(self, group: str, topic: str, qid: int) -> service_pb2.GetOffsetResponse:
-        req = service_pb2.GetOffsetRequest(group=definition_pb2.Resource(name=group), message_queue=self.queue(topic, qid))
+        req = service_pb2.GetOffsetRequest(
+            group=definition_pb2.Resource(name=group), message_queue=self.queue(topic, qid)
+        )
         return self.stub.GetOffset(req, metadata=METADATA, timeout=10)
 
     def query_offset(

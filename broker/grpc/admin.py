@@ -1,0 +1,301 @@
+"""The ``orbitmq.admin.Admin`` service: topics, groups, offsets, message queries, runtime info.
+
+Served on the broker's gRPC port; topic changes re-register with the name servers right away.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import grpc
+
+from broker.context import BrokerContext
+from broker.grpc.errors import guarded
+from broker.store.message import MessageExt
+from broker.subscription_group_manager import SubscriptionGroupConfig
+from common.errors import Code, MQError
+from common.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
+from common.proto import admin_pb2, admin_pb2_grpc
+from common.route import TopicConfig, TopicMessageType
+from common.validation import validate_group, validate_topic
+
+MAX_QUERY_MESSAGES = 64
+
+
+def _ok() -> admin_pb2.Status:
+    return admin_pb2.Status(code=int(Code.OK), message="OK")
+
+
+def _topic_to_pb(tc: TopicConfig) -> admin_pb2.TopicConfig:
+    return admin_pb2.TopicConfig(
+        topic_name=tc.topic_name,
+        read_queue_nums=tc.read_queue_nums,
+        write_queue_nums=tc.write_queue_nums,
+        perm=int(tc.perm),
+        message_type=tc.message_type.value,
+        order=tc.order,
+        attributes=tc.attributes,
+    )
+
+
+def _group_to_pb(g: SubscriptionGroupConfig) -> admin_pb2.GroupConfig:
+    return admin_pb2.GroupConfig(
+        group_name=g.group_name,
+        consume_enable=g.consume_enable,
+        retry_max_times=g.retry_max_times,
+        consume_message_orderly=g.consume_message_orderly,
+        retry_queue_nums=g.retry_queue_nums,
+        consume_broadcast_enable=g.consume_broadcast_enable,
+    )
+
+
+def _view(m: MessageExt) -> admin_pb2.MessageView:
+    return admin_pb2.MessageView(
+        topic=m.topic,
+        queue_id=m.queue_id,
+        queue_offset=m.queue_offset,
+        commitlog_offset=m.commitlog_offset,
+        msg_id=m.msg_id,
+        unique_id=m.unique_id or "",
+        body=m.body,
+        properties=m.properties,
+        born_timestamp_ms=m.born_timestamp,
+        store_timestamp_ms=m.store_timestamp,
+        born_host=f"{m.born_host[0]}:{m.born_host[1]}",
+        store_host=f"{m.store_host[0]}:{m.store_host[1]}",
+        reconsume_times=m.reconsume_times,
+        store_size=m.store_size,
+    )
+
+
+class AdminServicer(admin_pb2_grpc.AdminServicer):
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    async def _registered(self) -> None:
+        if self.ctx.registrar is not None:
+            await self.ctx.registrar.register_now()
+
+    def _topic(self, name: str) -> TopicConfig:
+        tc = self.ctx.topics.get(name)
+        if tc is None:
+            raise MQError(Code.TOPIC_NOT_FOUND, f"topic {name!r} does not exist on broker {self.ctx.broker_name}")
+        return tc
+
+    # ------------------------------------------------------------------ topics
+    async def CreateOrUpdateTopic(self, request: Any, context: Any) -> admin_pb2.TopicResponse:
+        async def run() -> admin_pb2.TopicResponse:
+            c = request.config
+            validate_topic(c.topic_name)
+            if not (0 < c.read_queue_nums <= 1024 and 0 < c.write_queue_nums <= 1024):
+                raise MQError(Code.BAD_REQUEST, "read/write queue numbers must be in 1..1024")
+            try:
+                message_type = TopicMessageType.parse(c.message_type)
+            except ValueError as exc:
+                raise MQError(Code.BAD_REQUEST, f"unknown message type {c.message_type!r}") from exc
+            tc = TopicConfig(
+                c.topic_name,
+                c.read_queue_nums,
+                c.write_queue_nums,
+                c.perm or 6,
+                c.order,
+                message_type,
+                dict(c.attributes),
+            )
+            self.ctx.topics.create_or_update(tc)
+            await self._registered()
+            return admin_pb2.TopicResponse(status=_ok(), config=_topic_to_pb(tc))
+
+        return await guarded("CreateOrUpdateTopic", admin_pb2.TopicResponse, run)
+
+    async def DeleteTopic(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
+        async def run() -> admin_pb2.StatusResponse:
+            self._topic(request.topic)
+            self.ctx.topics.delete(request.topic)
+            self.ctx.offsets.remove_topic(request.topic)
+            self.ctx.store.delete_topics([request.topic])
+            await self._registered()
+            return admin_pb2.StatusResponse(status=_ok())
+
+        return await guarded("DeleteTopic", admin_pb2.StatusResponse, run)
+
+    async def ListTopics(self, request: Any, context: Any) -> admin_pb2.ListTopicsResponse:
+        async def run() -> admin_pb2.ListTopicsResponse:
+            topics = sorted(self.ctx.topics.user_topics(), key=lambda t: t.topic_name)
+            return admin_pb2.ListTopicsResponse(status=_ok(), topics=[_topic_to_pb(t) for t in topics])
+
+        return await guarded("ListTopics", admin_pb2.ListTopicsResponse, run)
+
+    async def TopicStatus(self, request: Any, context: Any) -> admin_pb2.TopicStatusResponse:
+        async def run() -> admin_pb2.TopicStatusResponse:
+            tc = self._topic(request.topic)
+            store = self.ctx.store
+            queues = []
+            for qid in range(max(tc.read_queue_nums, tc.write_queue_nums)):
+                lo = store.get_min_offset_in_queue(tc.topic_name, qid)
+                hi = store.get_max_offset_in_queue(tc.topic_name, qid)
+                last = store.get_message_store_timestamp(tc.topic_name, qid, hi - 1) if hi > lo else 0
+                queues.append(
+                    admin_pb2.QueueStatus(
+                        queue_id=qid, min_offset=lo, max_offset=hi, last_update_timestamp_ms=max(0, last)
+                    )
+                )
+            return admin_pb2.TopicStatusResponse(status=_ok(), queues=queues)
+
+        return await guarded("TopicStatus", admin_pb2.TopicStatusResponse, run)
+
+    # ------------------------------------------------------------------ groups
+    async def CreateOrUpdateGroup(self, request: Any, context: Any) -> admin_pb2.GroupResponse:
+        async def run() -> admin_pb2.GroupResponse:
+            c = request.config
+            validate_group(c.group_name)
+            if c.retry_max_times < 0:
+                raise MQError(Code.BAD_REQUEST, "retry_max_times must be >= 0")
+            g = SubscriptionGroupConfig(
+                c.group_name,
+                consume_enable=c.consume_enable,
+                consume_broadcast_enable=c.consume_broadcast_enable,
+                retry_queue_nums=c.retry_queue_nums or 1,
+                retry_max_times=c.retry_max_times,
+                consume_message_orderly=c.consume_message_orderly,
+            )
+            self.ctx.groups.create_or_update(g)
+            return admin_pb2.GroupResponse(status=_ok(), config=_group_to_pb(g))
+
+        return await guarded("CreateOrUpdateGroup", admin_pb2.GroupResponse, run)
+
+    async def DeleteGroup(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
+        async def run() -> admin_pb2.StatusResponse:
+            if not self.ctx.groups.delete(request.group):
+                raise MQError(Code.CONSUMER_GROUP_NOT_FOUND, f"group {request.group!r} does not exist")
+            self.ctx.offsets.remove_group(request.group)
+            return admin_pb2.StatusResponse(status=_ok())
+
+        return await guarded("DeleteGroup", admin_pb2.StatusResponse, run)
+
+    async def ListGroups(self, request: Any, context: Any) -> admin_pb2.ListGroupsResponse:
+        async def run() -> admin_pb2.ListGroupsResponse:
+            groups = sorted(self.ctx.groups.all(), key=lambda g: g.group_name)
+            return admin_pb2.ListGroupsResponse(status=_ok(), groups=[_group_to_pb(g) for g in groups])
+
+        return await guarded("ListGroups", admin_pb2.ListGroupsResponse, run)
+
+    # ------------------------------------------------------------------ offsets
+    async def ConsumerProgress(self, request: Any, context: Any) -> admin_pb2.ConsumerProgressResponse:
+        async def run() -> admin_pb2.ConsumerProgressResponse:
+            group = request.group
+            validate_group(group)
+            topics = [request.topic] if request.topic else sorted(self.ctx.offsets.topics_of_group(group))
+            rows, total = [], 0
+            for topic in topics:
+                tc = self._topic(topic)
+                committed = self.ctx.offsets.offsets_of(group, topic)
+                for qid in range(tc.read_queue_nums):
+                    broker_offset = self.ctx.store.get_max_offset_in_queue(topic, qid)
+                    consumer_offset = committed.get(qid, -1)
+                    lag = broker_offset - max(0, consumer_offset)
+                    total += lag
+                    rows.append(
+                        admin_pb2.QueueProgress(
+                            topic=topic,
+                            queue_id=qid,
+                            broker_offset=broker_offset,
+                            consumer_offset=consumer_offset,
+                            lag=lag,
+                        )
+                    )
+            return admin_pb2.ConsumerProgressResponse(status=_ok(), queues=rows, total_lag=total)
+
+        return await guarded("ConsumerProgress", admin_pb2.ConsumerProgressResponse, run)
+
+    async def ResetOffsetByTime(self, request: Any, context: Any) -> admin_pb2.ResetOffsetByTimeResponse:
+        async def run() -> admin_pb2.ResetOffsetByTimeResponse:
+            validate_group(request.group)
+            tc = self._topic(request.topic)
+            new: dict[int, int] = {}
+            for qid in range(tc.read_queue_nums):
+                offset = self.ctx.store.get_offset_in_queue_by_time(tc.topic_name, qid, request.timestamp_ms)
+                self.ctx.offsets.commit_offset(request.group, tc.topic_name, qid, offset)
+                new[qid] = offset
+            self.ctx.offsets.persist()
+            return admin_pb2.ResetOffsetByTimeResponse(status=_ok(), offsets=new)
+
+        return await guarded("ResetOffsetByTime", admin_pb2.ResetOffsetByTimeResponse, run)
+
+    # ------------------------------------------------------------------ message queries
+    async def QueryMessageById(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
+        async def run() -> admin_pb2.QueryMessageResponse:
+            msg_id = request.msg_id.strip()
+            found: list[MessageExt] = []
+            if len(msg_id) == OFFSET_MSG_ID_LENGTH:
+                decoded = decode_offset_message_id(msg_id)
+                m = self.ctx.store.look_message_by_offset(decoded.commitlog_offset)
+                if m is not None and m.msg_id == msg_id:
+                    found.append(m)
+            if not found:
+                if not request.topic:
+                    raise MQError(Code.MESSAGE_NOT_FOUND, f"no message with offset id {msg_id!r}; pass a topic")
+                found = self.ctx.store.query_message(request.topic, msg_id, MAX_QUERY_MESSAGES, 0, _now_ms())
+                found = [m for m in found if m.unique_id == msg_id]
+            if not found:
+                raise MQError(Code.MESSAGE_NOT_FOUND, f"no message with id {msg_id!r}")
+            return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(m) for m in found])
+
+        return await guarded("QueryMessageById", admin_pb2.QueryMessageResponse, run)
+
+    async def QueryMessageByKey(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
+        async def run() -> admin_pb2.QueryMessageResponse:
+            self._topic(request.topic)
+            max_num = min(request.max_num or MAX_QUERY_MESSAGES, MAX_QUERY_MESSAGES)
+            end = request.end_timestamp_ms or _now_ms()
+            found = self.ctx.store.query_message(request.topic, request.key, max_num, request.begin_timestamp_ms, end)
+            return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(m) for m in found])
+
+        return await guarded("QueryMessageByKey", admin_pb2.QueryMessageResponse, run)
+
+    async def QueryMessageByOffset(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
+        async def run() -> admin_pb2.QueryMessageResponse:
+            self._topic(request.topic)
+            result = self.ctx.store.get_message("", request.topic, request.queue_id, request.offset, 1)
+            if not result.messages or result.messages[0].queue_offset != request.offset:
+                raise MQError(
+                    Code.MESSAGE_NOT_FOUND,
+                    f"no message at offset {request.offset} of {request.topic!r} queue {request.queue_id} "
+                    f"(valid: [{result.min_offset}, {result.max_offset}))",
+                )
+            return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(result.messages[0])])
+
+        return await guarded("QueryMessageByOffset", admin_pb2.QueryMessageResponse, run)
+
+    async def BrokerRuntimeInfo(self, request: Any, context: Any) -> admin_pb2.BrokerRuntimeInfoResponse:
+        async def run() -> admin_pb2.BrokerRuntimeInfoResponse:
+            ctx, store = self.ctx, self.ctx.store
+            info = {
+                "brokerName": ctx.broker_name,
+                "brokerId": str(ctx.config.brokerId),
+                "clusterName": ctx.config.brokerClusterName,
+                "brokerAddr": ctx.broker_addr,
+                "flushDiskType": store.config.flushDiskType.value,
+                "commitLogMinOffset": str(store.get_min_phy_offset()),
+                "commitLogMaxOffset": str(store.get_max_phy_offset()),
+                "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
+                "putMessageTotal": str(store.stats.put_messages),
+                "getMessageTotal": str(store.stats.got_messages),
+                "topicCount": str(len(ctx.topics.user_topics())),
+                "groupCount": str(len(ctx.groups.all())),
+                "clientCount": str(len(ctx.telemetry.clients())),
+                "longPollingWaiting": str(ctx.long_polling.waiting),
+                "namesrvAddr": ctx.config.namesrvAddr,
+            }
+            return admin_pb2.BrokerRuntimeInfoResponse(status=_ok(), info=info)
+
+        return await guarded("BrokerRuntimeInfo", admin_pb2.BrokerRuntimeInfoResponse, run)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def add_admin_service(server: grpc.aio.Server, ctx: BrokerContext) -> None:
+    admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(ctx), server)

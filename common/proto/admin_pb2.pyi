@@ -1,0 +1,307 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Status(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class TopicConfig(_message.Message):
+    __slots__ = ("topic_name", "read_queue_nums", "write_queue_nums", "perm", "message_type", "order", "attributes")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    PERM_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    topic_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    message_type: str
+    order: bool
+    attributes: _containers.ScalarMap[str, str]
+    def __init__(self, topic_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., message_type: _Optional[str] = ..., order: _Optional[bool] = ..., attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class GroupConfig(_message.Message):
+    __slots__ = ("group_name", "consume_enable", "retry_max_times", "consume_message_orderly", "retry_queue_nums", "consume_broadcast_enable")
+    GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_MAX_TIMES_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_MESSAGE_ORDERLY_FIELD_NUMBER: _ClassVar[int]
+    RETRY_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    CONSUME_BROADCAST_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    group_name: str
+    consume_enable: bool
+    retry_max_times: int
+    consume_message_orderly: bool
+    retry_queue_nums: int
+    consume_broadcast_enable: bool
+    def __init__(self, group_name: _Optional[str] = ..., consume_enable: _Optional[bool] = ..., retry_max_times: _Optional[int] = ..., consume_message_orderly: _Optional[bool] = ..., retry_queue_nums: _Optional[int] = ..., consume_broadcast_enable: _Optional[bool] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
+
+class CreateOrUpdateTopicRequest(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: TopicConfig
+    def __init__(self, config: _Optional[_Union[TopicConfig, _Mapping]] = ...) -> None: ...
+
+class TopicResponse(_message.Message):
+    __slots__ = ("status", "config")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    config: TopicConfig
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., config: _Optional[_Union[TopicConfig, _Mapping]] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("status", "topics")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    topics: _containers.RepeatedCompositeFieldContainer[TopicConfig]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ...) -> None: ...
+
+class TopicStatusRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class QueueStatus(_message.Message):
+    __slots__ = ("queue_id", "min_offset", "max_offset", "last_update_timestamp_ms")
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_UPDATE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp_ms: int
+    def __init__(self, queue_id: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class TopicStatusResponse(_message.Message):
+    __slots__ = ("status", "queues")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    queues: _containers.RepeatedCompositeFieldContainer[QueueStatus]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ...) -> None: ...
+
+class CreateOrUpdateGroupRequest(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: GroupConfig
+    def __init__(self, config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+
+class GroupResponse(_message.Message):
+    __slots__ = ("status", "config")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    config: GroupConfig
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., config: _Optional[_Union[GroupConfig, _Mapping]] = ...) -> None: ...
+
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("status", "groups")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    groups: _containers.RepeatedCompositeFieldContainer[GroupConfig]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[GroupConfig, _Mapping]]] = ...) -> None: ...
+
+class ConsumerProgressRequest(_message.Message):
+    __slots__ = ("group", "topic")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class QueueProgress(_message.Message):
+    __slots__ = ("topic", "queue_id", "broker_offset", "consumer_offset", "lag")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    lag: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., broker_offset: _Optional[int] = ..., consumer_offset: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class ConsumerProgressResponse(_message.Message):
+    __slots__ = ("status", "queues", "total_lag")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_LAG_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    queues: _containers.RepeatedCompositeFieldContainer[QueueProgress]
+    total_lag: int
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., queues: _Optional[_Iterable[_Union[QueueProgress, _Mapping]]] = ..., total_lag: _Optional[int] = ...) -> None: ...
+
+class ResetOffsetByTimeRequest(_message.Message):
+    __slots__ = ("group", "topic", "timestamp_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    timestamp_ms: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ResetOffsetByTimeResponse(_message.Message):
+    __slots__ = ("status", "offsets")
+    class OffsetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    offsets: _containers.ScalarMap[int, int]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
+
+class MessageView(_message.Message):
+    __slots__ = ("topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "unique_id", "body", "properties", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "store_size")
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COMMITLOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_ID_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    BORN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    STORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    BORN_HOST_FIELD_NUMBER: _ClassVar[int]
+    STORE_HOST_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    STORE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    msg_id: str
+    unique_id: str
+    body: bytes
+    properties: _containers.ScalarMap[str, str]
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    born_host: str
+    store_host: str
+    reconsume_times: int
+    store_size: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commitlog_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., unique_id: _Optional[str] = ..., body: _Optional[bytes] = ..., properties: _Optional[_Mapping[str, str]] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., store_size: _Optional[int] = ...) -> None: ...
+
+class QueryMessageByIdRequest(_message.Message):
+    __slots__ = ("msg_id", "topic")
+    MSG_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    msg_id: str
+    topic: str
+    def __init__(self, msg_id: _Optional[str] = ..., topic: _Optional[str] = ...) -> None: ...
+
+class QueryMessageByKeyRequest(_message.Message):
+    __slots__ = ("topic", "key", "max_num", "begin_timestamp_ms", "end_timestamp_ms")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp_ms: int
+    end_timestamp_ms: int
+    def __init__(self, topic: _Optional[str] = ..., key: _Optional[str] = ..., max_num: _Optional[int] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class QueryMessageByOffsetRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class QueryMessageResponse(_message.Message):
+    __slots__ = ("status", "messages")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    messages: _containers.RepeatedCompositeFieldContainer[MessageView]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[MessageView, _Mapping]]] = ...) -> None: ...
+
+class BrokerRuntimeInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerRuntimeInfoResponse(_message.Message):
+    __slots__ = ("status", "info")
+    class InfoEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    info: _containers.ScalarMap[str, str]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...

@@ -1,0 +1,103 @@
+"""Bad input through a raw v2 stub: each gets its status code and a message naming the limit; nothing is stored."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rocketmq.grpc_protocol import definition_pb2
+
+from tests.broker.v2client import message, raw_client
+
+C = definition_pb2.Code
+MIB = 1024 * 1024
+
+
+def _stored_count(c, topic: str) -> int:
+    policy = definition_pb2.QueryOffsetPolicy.END
+    return sum(c.query_offset(topic, q, policy).offset for q in range(4))
+
+
+def _delayed(topic: str, seconds: int) -> definition_pb2.Message:
+    m = message(topic)
+    m.system_properties.message_type = definition_pb2.DELAY
+    m.system_properties.delivery_timestamp.seconds = seconds
+    return m
+
+
+CASES = [
+    ("illegal topic chars", lambda: message("bad topic!"), C.ILLEGAL_TOPIC, "must match"),
+    ("topic too long", lambda: message("t" * 128), C.ILLEGAL_TOPIC, "limit is 127"),
+    ("system topic", lambda: message("TBW102"), C.ILLEGAL_TOPIC, "system topic"),
+    ("empty body", lambda: message("BadT", b""), C.MESSAGE_BODY_EMPTY, "empty"),
+    ("body too large", lambda: message("BadT", b"x" * (4 * MIB + 1)), C.MESSAGE_BODY_TOO_LARGE, "4194304"),
+    ("reserved property", lambda: message("BadT", props={"UNIQ_KEY": "x"}), C.ILLEGAL_MESSAGE_PROPERTY_KEY, "reserved"),
+    ("control char property", lambda: message("BadT", props={"a": "b\x01"}), C.ILLEGAL_MESSAGE_PROPERTY_KEY, "control"),
+    ("tag with bar", lambda: message("BadT", tag="a|b"), C.ILLEGAL_MESSAGE_TAG, "'|'"),
+    ("blank tag", lambda: message("BadT", tag="  "), C.ILLEGAL_MESSAGE_TAG, "blank"),
+    ("blank key", lambda: message("BadT", keys=["ok", " "]), C.ILLEGAL_MESSAGE_KEY, "blank"),
+    (
+        "too many properties",
+        lambda: message("BadT", props={f"p{i}": "v" for i in range(129)}),
+        C.MESSAGE_PROPERTIES_TOO_LARGE,
+        "limit is 128",
+    ),
+    (
+        "properties too large",
+        lambda: message("BadT", props={"big": "v" * (17 * 1024)}),
+        C.MESSAGE_PROPERTIES_TOO_LARGE,
+        "16384",
+    ),
+    ("blank message id", lambda: message("BadT", message_id=""), C.ILLEGAL_MESSAGE_ID, "blank"),
+    ("message group too long", lambda: message("BadT", group="g" * 64), C.ILLEGAL_MESSAGE_GROUP, "64"),
+    ("delivery ms as seconds", lambda: _delayed("BadT", int(time.time() * 1000)), C.ILLEGAL_DELIVERY_TIME, "seconds"),
+    ("delivery too far", lambda: _delayed("BadT", int(time.time()) + 3 * 86400), C.ILLEGAL_DELIVERY_TIME, "limit"),
+]
+
+
+@pytest.mark.timeout(120)
+def test_bad_input_gets_codes_and_nothing_is_stored(broker):
+    with raw_client(broker.addr) as c:
+        assert c.send(message("BadT", b"good-before")).status.code == C.OK
+        before = _stored_count(c, "BadT")
+        for name, build, code, fragment in CASES:
+            resp = c.send(build())
+            assert resp.status.code == code, f"{name}: {resp.status}"
+            assert fragment in resp.status.message, f"{name}: {resp.status.message!r}"
+            assert len(resp.entries) == 1 and resp.entries[0].status.code == code
+        # batch: mixed topics, over 4 MiB in total, empty request
+        resp = c.send(message("BadT"), message("OtherT"))
+        assert resp.status.code == C.MESSAGE_CORRUPTED
+        resp = c.send(*[message("BadT", b"x" * (MIB + 1)) for _ in range(4)])
+        assert resp.status.code == C.MESSAGE_BODY_TOO_LARGE and "4194304" in resp.status.message
+        assert c.send().status.code == C.MESSAGE_CORRUPTED
+        # one bad message spoils the whole batch; the good ones are not stored either
+        resp = c.send(message("BadT", b"ok"), message("BadT", b""))
+        assert resp.status.code == C.MESSAGE_BODY_EMPTY
+        assert _stored_count(c, "BadT") == before
+        # the broker keeps serving
+        ok = c.send(message("BadT", b"good-after"))
+        assert ok.status.code == C.OK
+        assert _stored_count(c, "BadT") == before + 1
+        assert c.route("bad topic!").status.code == C.ILLEGAL_TOPIC
+
+
+@pytest.mark.timeout(120)
+def test_unknown_topic_with_auto_create_off(broker_factory):
+    b = broker_factory.broker(options={"autoCreateTopicEnable": "false"})
+    with raw_client(b.addr) as c:
+        resp = c.send(message("NeverCreated"))
+        assert resp.status.code == C.TOPIC_NOT_FOUND and "NeverCreated" in resp.status.message
+        assert c.route("NeverCreated").status.code == C.TOPIC_NOT_FOUND
+
+
+@pytest.mark.timeout(120)
+def test_message_type_must_match_topic(broker):
+    with raw_client(broker.addr) as c:
+        assert c.send(message("NormalOnlyT")).status.code == C.OK
+        resp = c.send(message("NormalOnlyT", group="g1"))
+        assert resp.status.code == C.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+        # a FIFO topic (auto-created by a FIFO message) keeps a group on one queue
+        offsets = [c.send(message("FifoT", f"{i}".encode(), group="order-1")) for i in range(5)]
+        assert all(r.status.code == C.OK for r in offsets)
+        assert [r.entries[0].offset for r in offsets] == [0, 1, 2, 3, 4]

@@ -1,0 +1,75 @@
+"""Shared helpers for the official-client consumer interop tests (C2): produce, simple consumer, group config."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+
+def config(addr: str) -> ClientConfiguration:
+    return ClientConfiguration(addr, Credentials(), request_timeout=5)
+
+
+def produce(addr: str, topic: str, bodies: list[bytes], tag: str = "TagA") -> list[str]:
+    producer = Producer(config(addr), (topic,))
+    producer.startup()
+    try:
+        ids = []
+        for body in bodies:
+            msg = Message()
+            msg.topic = topic
+            msg.body = body
+            msg.tag = tag
+            ids.append(producer.send(msg).message_id)
+        return ids
+    finally:
+        producer.shutdown()
+
+
+@contextlib.contextmanager
+def simple_consumer(addr: str, group: str, topic: str, await_s: int = 2, expr: str = "*") -> Iterator[SimpleConsumer]:
+    consumer = SimpleConsumer(config(addr), group, {topic: FilterExpression(expr)}, await_duration=await_s)
+    consumer.startup()
+    try:
+        yield consumer
+    finally:
+        consumer.shutdown()
+
+
+def receive_until(
+    consumer: SimpleConsumer, want: int, invisible_s: int, timeout: float = 30.0, batch: int = 16
+) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        got += consumer.receive(batch, invisible_s)
+    return got
+
+
+def write_group_config(store: Path, group: str, *, retry_max_times: int = 16, orderly: bool = False) -> None:
+    """Pre-seed ``config/subscriptionGroup.json`` (as mqadmin updateSubGroup would) before the broker starts."""
+    path = store / "config" / "subscriptionGroup.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = json.loads(path.read_text()) if path.exists() else {"subscriptionGroupTable": {}}
+    table["subscriptionGroupTable"][group] = {
+        "groupName": group,
+        "consumeEnable": True,
+        "retryMaxTimes": retry_max_times,
+        "consumeMessageOrderly": orderly,
+    }
+    path.write_text(json.dumps(table))
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")

@@ -128,9 +128,10 @@ class TelemetryHub:
     ) -> ClientInfo:
         """Heartbeat bookkeeping. A heartbeat before settings registers the client (P23: answer OK)."""
         client = self._clients.get(client_id)
-        is_new = client is None
         if client is None:
             client = self._clients[client_id] = ClientInfo(client_id)
+        # a client "registers" when it first tells us what it is (a bare stream open does not)
+        is_new = not client.client_type
         changed = False
         if client_type and client.client_type != client_type:
             client.client_type, changed = client_type, True
@@ -165,9 +166,9 @@ class TelemetryHub:
 
     def record_settings(self, client_id: str, settings: definition_pb2.Settings, meta: ClientMeta | None) -> None:
         client = self._clients.get(client_id)
-        is_new = client is None
         if client is None:
             client = self._clients[client_id] = ClientInfo(client_id)
+        is_new = not client.client_type
         kind, group, topics = _settings_identity(settings)
         changed = (client.client_type, client.group, client.topics) != (kind, group, topics)
         client.client_type, client.group, client.topics = kind, group, topics

@@ -23,8 +23,12 @@ from common.validation import validate_group, validate_topic
 MAX_QUERY_MESSAGES = 64
 
 
+def _status(code: int, message: str) -> admin_pb2.Status:
+    return admin_pb2.Status(code=code, message=message)
+
+
 def _ok() -> admin_pb2.Status:
-    return admin_pb2.Status(code=int(Code.OK), message="OK")
+    return _status(int(Code.OK), "OK")
 
 
 def _topic_to_pb(tc: TopicConfig) -> admin_pb2.TopicConfig:
@@ -107,7 +111,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await self._registered()
             return admin_pb2.TopicResponse(status=_ok(), config=_topic_to_pb(tc))
 
-        return await guarded("CreateOrUpdateTopic", admin_pb2.TopicResponse, run)
+        return await guarded("CreateOrUpdateTopic", admin_pb2.TopicResponse, run, _status)
 
     async def DeleteTopic(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:
@@ -118,14 +122,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await self._registered()
             return admin_pb2.StatusResponse(status=_ok())
 
-        return await guarded("DeleteTopic", admin_pb2.StatusResponse, run)
+        return await guarded("DeleteTopic", admin_pb2.StatusResponse, run, _status)
 
     async def ListTopics(self, request: Any, context: Any) -> admin_pb2.ListTopicsResponse:
         async def run() -> admin_pb2.ListTopicsResponse:
             topics = sorted(self.ctx.topics.user_topics(), key=lambda t: t.topic_name)
             return admin_pb2.ListTopicsResponse(status=_ok(), topics=[_topic_to_pb(t) for t in topics])
 
-        return await guarded("ListTopics", admin_pb2.ListTopicsResponse, run)
+        return await guarded("ListTopics", admin_pb2.ListTopicsResponse, run, _status)
 
     async def TopicStatus(self, request: Any, context: Any) -> admin_pb2.TopicStatusResponse:
         async def run() -> admin_pb2.TopicStatusResponse:
@@ -143,7 +147,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 )
             return admin_pb2.TopicStatusResponse(status=_ok(), queues=queues)
 
-        return await guarded("TopicStatus", admin_pb2.TopicStatusResponse, run)
+        return await guarded("TopicStatus", admin_pb2.TopicStatusResponse, run, _status)
 
     # ------------------------------------------------------------------ groups
     async def CreateOrUpdateGroup(self, request: Any, context: Any) -> admin_pb2.GroupResponse:
@@ -163,7 +167,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             self.ctx.groups.create_or_update(g)
             return admin_pb2.GroupResponse(status=_ok(), config=_group_to_pb(g))
 
-        return await guarded("CreateOrUpdateGroup", admin_pb2.GroupResponse, run)
+        return await guarded("CreateOrUpdateGroup", admin_pb2.GroupResponse, run, _status)
 
     async def DeleteGroup(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:
@@ -172,14 +176,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             self.ctx.offsets.remove_group(request.group)
             return admin_pb2.StatusResponse(status=_ok())
 
-        return await guarded("DeleteGroup", admin_pb2.StatusResponse, run)
+        return await guarded("DeleteGroup", admin_pb2.StatusResponse, run, _status)
 
     async def ListGroups(self, request: Any, context: Any) -> admin_pb2.ListGroupsResponse:
         async def run() -> admin_pb2.ListGroupsResponse:
             groups = sorted(self.ctx.groups.all(), key=lambda g: g.group_name)
             return admin_pb2.ListGroupsResponse(status=_ok(), groups=[_group_to_pb(g) for g in groups])
 
-        return await guarded("ListGroups", admin_pb2.ListGroupsResponse, run)
+        return await guarded("ListGroups", admin_pb2.ListGroupsResponse, run, _status)
 
     # ------------------------------------------------------------------ offsets
     async def ConsumerProgress(self, request: Any, context: Any) -> admin_pb2.ConsumerProgressResponse:
@@ -207,7 +211,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                     )
             return admin_pb2.ConsumerProgressResponse(status=_ok(), queues=rows, total_lag=total)
 
-        return await guarded("ConsumerProgress", admin_pb2.ConsumerProgressResponse, run)
+        return await guarded("ConsumerProgress", admin_pb2.ConsumerProgressResponse, run, _status)
 
     async def ResetOffsetByTime(self, request: Any, context: Any) -> admin_pb2.ResetOffsetByTimeResponse:
         async def run() -> admin_pb2.ResetOffsetByTimeResponse:
@@ -221,7 +225,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             self.ctx.offsets.persist()
             return admin_pb2.ResetOffsetByTimeResponse(status=_ok(), offsets=new)
 
-        return await guarded("ResetOffsetByTime", admin_pb2.ResetOffsetByTimeResponse, run)
+        return await guarded("ResetOffsetByTime", admin_pb2.ResetOffsetByTimeResponse, run, _status)
 
     # ------------------------------------------------------------------ message queries
     async def QueryMessageById(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
@@ -242,7 +246,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 raise MQError(Code.MESSAGE_NOT_FOUND, f"no message with id {msg_id!r}")
             return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(m) for m in found])
 
-        return await guarded("QueryMessageById", admin_pb2.QueryMessageResponse, run)
+        return await guarded("QueryMessageById", admin_pb2.QueryMessageResponse, run, _status)
 
     async def QueryMessageByKey(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
         async def run() -> admin_pb2.QueryMessageResponse:
@@ -252,7 +256,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             found = self.ctx.store.query_message(request.topic, request.key, max_num, request.begin_timestamp_ms, end)
             return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(m) for m in found])
 
-        return await guarded("QueryMessageByKey", admin_pb2.QueryMessageResponse, run)
+        return await guarded("QueryMessageByKey", admin_pb2.QueryMessageResponse, run, _status)
 
     async def QueryMessageByOffset(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
         async def run() -> admin_pb2.QueryMessageResponse:
@@ -266,7 +270,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 )
             return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(result.messages[0])])
 
-        return await guarded("QueryMessageByOffset", admin_pb2.QueryMessageResponse, run)
+        return await guarded("QueryMessageByOffset", admin_pb2.QueryMessageResponse, run, _status)
 
     async def BrokerRuntimeInfo(self, request: Any, context: Any) -> admin_pb2.BrokerRuntimeInfoResponse:
         async def run() -> admin_pb2.BrokerRuntimeInfoResponse:
@@ -290,7 +294,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             }
             return admin_pb2.BrokerRuntimeInfoResponse(status=_ok(), info=info)
 
-        return await guarded("BrokerRuntimeInfo", admin_pb2.BrokerRuntimeInfoResponse, run)
+        return await guarded("BrokerRuntimeInfo", admin_pb2.BrokerRuntimeInfoResponse, run, _status)
 
 
 def _now_ms() -> int:

@@ -8,27 +8,27 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from common.errors import MQError
+from common.errors import Code, MQError
 from common.logging import get_logger
-from common.v2.status import internal_error_status, status_from_error
+from common.v2.status import status
 
 R = TypeVar("R")
+StatusFactory = Callable[[int, str], Any]
 log = get_logger("broker.grpc")
 
 
-async def guarded(rpc: str, response_cls: Callable[..., R], handler: Callable[[], Awaitable[R]]) -> R:
+async def guarded(
+    rpc: str,
+    response_cls: Callable[..., R],
+    handler: Callable[[], Awaitable[R]],
+    make_status: StatusFactory = status,
+) -> R:
     """``await handler()``; on error a ``response_cls(status=...)`` naming the code and the cause."""
     try:
         return await handler()
     except MQError as exc:
         log.info("request refused", rpc=rpc, code=exc.code.name, reason=exc.message)
-        return response_cls(status=status_from_error(exc))
+        return response_cls(status=make_status(int(exc.code), exc.message))
     except Exception as exc:
         log.exception("request failed", rpc=rpc, error=repr(exc))
-        return response_cls(status=internal_error_status(exc))
-
-
-def error_status(exc: BaseException) -> Any:
-    if isinstance(exc, MQError):
-        return status_from_error(exc)
-    return internal_error_status(exc)
+        return response_cls(status=make_status(int(Code.INTERNAL_SERVER_ERROR), f"{type(exc).__name__}: {exc}"))

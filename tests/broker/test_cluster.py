@@ -1,0 +1,76 @@
+"""Two name servers + two brokers: routes list both brokers, producing spreads, name server and broker failures."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
+from rocketmq.grpc_protocol import definition_pb2
+
+from tests.broker.v2client import message, raw_client
+from tests.procs import wait_until
+
+OK = definition_pb2.Code.OK
+EXPIRY_S = 3.0
+
+
+def _brokers_in_route(addr: str, topic: str) -> set[str]:
+    with raw_client(addr) as c:
+        resp = c.route(topic)
+    if resp.status.code != OK:
+        return set()
+    return {q.broker.name for q in resp.message_queues}
+
+
+def _send(producer: Producer, topic: str, n: int) -> None:
+    for i in range(n):
+        msg = Message()
+        msg.topic = topic
+        msg.body = f"c{i}".encode()
+        producer.send(msg)
+
+
+def _stored(addr: str, topic: str) -> int:
+    with raw_client(addr) as c:
+        return sum(c.query_offset(topic, q, definition_pb2.QueryOffsetPolicy.END).offset for q in range(4))
+
+
+@pytest.mark.timeout(180)
+def test_two_brokers_two_name_servers(broker_factory):
+    ns1 = broker_factory.namesrv(broker_expired_seconds=EXPIRY_S)
+    ns2 = broker_factory.namesrv(broker_expired_seconds=EXPIRY_S)
+    a = broker_factory.broker([ns1, ns2], name="broker-a")
+    b = broker_factory.broker([ns1, ns2], name="broker-b")
+    topic = "ClusterT"
+    # create the topic on both brokers (auto-create on first send), then wait for registration
+    for br in (a, b):
+        with raw_client(br.addr) as c:
+            assert c.send(message(topic, b"seed")).status.code == OK
+    for addr in (ns1.addr, ns2.addr, a.addr, b.addr):
+        wait_until(lambda addr=addr: _brokers_in_route(addr, topic) == {"broker-a", "broker-b"}, 15, what=addr)
+
+    producer = Producer(ClientConfiguration(f"{ns1.addr};{ns2.addr}", Credentials(), request_timeout=5), (topic,))
+    producer.startup()
+    try:
+        _send(producer, topic, 16)
+        assert _stored(a.addr, topic) >= 1 + 4 and _stored(b.addr, topic) >= 1 + 4  # round robin over 8 queues
+
+        ns1.stop()
+        _send(producer, topic, 4)  # sends go to brokers directly
+        second = Producer(ClientConfiguration(f"{ns1.addr};{ns2.addr}", Credentials(), request_timeout=5), (topic,))
+        second.startup()  # route queries fail over to ns2
+        try:
+            _send(second, topic, 4)
+        finally:
+            second.shutdown()
+        assert _stored(a.addr, topic) + _stored(b.addr, topic) == 2 + 16 + 8
+
+        t0 = time.monotonic()
+        b.stop(signal.SIGKILL)  # no unregistration: the name server must expire it
+        wait_until(lambda: _brokers_in_route(ns2.addr, topic) == {"broker-a"}, EXPIRY_S + 10, what="expiry")
+        assert time.monotonic() - t0 < EXPIRY_S + 10
+        assert _brokers_in_route(a.addr, topic) == {"broker-a"}
+    finally:
+        producer.shutdown()

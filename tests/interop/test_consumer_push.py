@@ -10,7 +10,7 @@ import pytest
 from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
 
 from tests.broker.v2client import raw_client
-from tests.interop.consumer_helpers import config, produce, wait_for, write_group_config
+from tests.pop.client_helpers import config, produce, wait_for, write_group_config, write_topic_config
 
 
 class Recorder(MessageListener):
@@ -88,5 +88,34 @@ def test_push_failing_message_lands_in_dlq_after_max_attempts(broker_factory, tm
         assert dead.body == b"poison" and dead.system_properties.message_id == msg_id
         assert dead.system_properties.tag == "Bad"
         assert listener.attempts(b"poison") == [1, 2]
+    finally:
+        consumer.shutdown()
+
+
+@pytest.mark.timeout(120)
+def test_fifo_push_consumer_keeps_group_order_and_forwards_to_dlq(broker_factory, tmp_path):
+    topic, group = "FifoT", "FifoG"
+    store = tmp_path / "store-fifo"
+    write_topic_config(store, topic, message_type="FIFO")
+    write_group_config(store, group, retry_max_times=1, orderly=True)  # settings: fifo=true, max attempts 2
+    broker = broker_factory.broker(store=store)
+    order: list[bytes] = []
+    lock = threading.Lock()
+
+    def decide(body: bytes, attempt: int) -> ConsumeResult:
+        with lock:
+            order.append(body)
+        return ConsumeResult.FAILURE if body == b"a1" else ConsumeResult.SUCCESS
+
+    listener = Recorder(decide)
+    ids = produce(broker.addr, topic, [b"a1", b"a2", b"a3"], message_group="A")
+    consumer = start_push(broker.addr, group, topic, listener)
+    try:
+        wait_for(lambda: listener.attempts(b"a3") == [1], 40, "a3 consumed")
+        with lock:
+            assert order == [b"a1", b"a1", b"a2", b"a3"]  # local retries of a1, then the rest in order
+        with raw_client(broker.addr) as c:
+            [dead] = c.pull("check", f"%DLQ%{group}", 0, 0).messages
+        assert dead.body == b"a1" and dead.system_properties.message_id == ids[0]
     finally:
         consumer.shutdown()

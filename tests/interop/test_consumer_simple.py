@@ -7,7 +7,7 @@ import signal
 import pytest
 from rocketmq.v5.exception import BadRequestException
 
-from tests.interop.consumer_helpers import produce, receive_until, simple_consumer
+from tests.pop.client_helpers import produce, receive_until, simple_consumer
 
 T, G = "SimpleT", "SimpleG"
 

@@ -16,7 +16,9 @@ def config(addr: str) -> ClientConfiguration:
     return ClientConfiguration(addr, Credentials(), request_timeout=5)
 
 
-def produce(addr: str, topic: str, bodies: list[bytes], tag: str = "TagA") -> list[str]:
+def produce(
+    addr: str, topic: str, bodies: list[bytes], tag: str = "TagA", message_group: str | None = None
+) -> list[str]:
     producer = Producer(config(addr), (topic,))
     producer.startup()
     try:
@@ -26,6 +28,8 @@ def produce(addr: str, topic: str, bodies: list[bytes], tag: str = "TagA") -> li
             msg.topic = topic
             msg.body = body
             msg.tag = tag
+            if message_group:
+                msg.message_group = message_group
             ids.append(producer.send(msg).message_id)
         return ids
     finally:
@@ -62,6 +66,21 @@ def write_group_config(store: Path, group: str, *, retry_max_times: int = 16, or
         "consumeEnable": True,
         "retryMaxTimes": retry_max_times,
         "consumeMessageOrderly": orderly,
+    }
+    path.write_text(json.dumps(table))
+
+
+def write_topic_config(store: Path, topic: str, *, queues: int = 4, message_type: str = "NORMAL") -> None:
+    """Pre-seed ``config/topics.json`` (as mqadmin updateTopic would) before the broker starts."""
+    path = store / "config" / "topics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = json.loads(path.read_text()) if path.exists() else {"topicConfigTable": {}}
+    table["topicConfigTable"][topic] = {
+        "topicName": topic,
+        "readQueueNums": queues,
+        "writeQueueNums": queues,
+        "perm": 6,
+        "messageType": message_type,
     }
     path.write_text(json.dumps(table))
 

@@ -75,13 +75,14 @@ def _ip(host: str) -> bytes:
         return b"\x00\x00\x00\x00"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Encoded:
     """A message encoded except for its offsets and store timestamp, which are patched at append."""
 
     topic: bytes
     properties: bytes
     size: int
+    tags_code: int
 
 
 def prepare(msg: MessageExtBrokerInner) -> Encoded:
@@ -91,7 +92,7 @@ def prepare(msg: MessageExtBrokerInner) -> Encoded:
     props = encode_properties(msg.properties)
     if len(props) > MAX_PROPERTIES_BYTES:
         raise RecordError(f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}")
-    return Encoded(topic, props, MIN_RECORD_SIZE + len(msg.body) + len(topic) + len(props))
+    return Encoded(topic, props, MIN_RECORD_SIZE + len(msg.body) + len(topic) + len(props), msg.effective_tags_code())
 
 
 def write_record(

@@ -6,19 +6,12 @@ Appends happen under one lock (the single writer); flushing happens outside it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from broker.store import codec
 from broker.store.codec import RecordInfo, ScanStatus
 from broker.store.config import MessageStoreConfig
 from broker.store.mapped_file import MappedFileQueue
 from broker.store.message import MessageExt, MessageExtBrokerInner
-
-
-@dataclass(frozen=True)
-class Appended:
-    phys_offset: int
-    size: int
 
 
 class CommitLog:
@@ -44,8 +37,8 @@ class CommitLog:
             if mf.end_offset <= offset:
                 mf.wrote_position = mf.flushed_position = mf.size
 
-    def append(self, msg: MessageExtBrokerInner, enc: codec.Encoded, queue_offset: int, store_ts: int) -> Appended:
-        """Write one record; the caller holds the store's put lock."""
+    def append(self, msg: MessageExtBrokerInner, enc: codec.Encoded, queue_offset: int, store_ts: int) -> int:
+        """Write one record and return its physical offset; the caller holds the store's put lock."""
         if enc.size > self.files.file_size - codec.BLANK.size:
             raise codec.RecordError(
                 f"record of {enc.size} bytes does not fit a commitlog segment of {self.files.file_size} bytes"
@@ -60,7 +53,7 @@ class CommitLog:
         phys = mf.start_offset + pos
         codec.write_record(mf.view, pos, msg, enc, queue_offset, phys, store_ts)
         mf.wrote_position = pos + enc.size
-        return Appended(phys, enc.size)
+        return phys
 
     def flush(self) -> int:
         return self.files.flush()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from common import message_const as mc
 from common.msgid import create_offset_message_id
@@ -33,8 +33,13 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@lru_cache(maxsize=4096)
+def _cached_hash(tags: str) -> int:
+    return java_string_hash(tags)
+
+
 def tags_hash_code(tags: str | None) -> int:
-    return java_string_hash(tags) if tags else 0
+    return _cached_hash(tags) if tags else 0
 
 
 def encode_properties(properties: dict[str, str]) -> bytes:

@@ -35,7 +35,6 @@ from broker.store.results import (
     PutMessageStatus,
 )
 from common import message_const as mc
-from common.msgid import create_offset_message_id
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +79,7 @@ class DefaultMessageStore:
         self._put_lock = threading.Lock()
         self._listeners: list[ArrivingListener] = []
         self._dispatchers: list[CommitLogDispatcher] = []
-        self._index_queue: queue.SimpleQueue[tuple[str, tuple[str, ...], str | None, int, int, int] | None] = (
+        self._index_queue: queue.SimpleQueue[list[tuple[str, tuple[str, ...], str | None, int, int, int]] | None] = (
             queue.SimpleQueue()
         )
         self._index_end = 0  # end of the last record the index thread finished
@@ -244,17 +243,23 @@ class DefaultMessageStore:
         prepared: list[codec.Encoded | PutMessageResult] = [self._prepare(m) for m in msgs]
         arrived: dict[tuple[str, int], int] = {}
         appended: list[tuple[MessageExtBrokerInner, AppendMessageResult]] = []
+        index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
+        index_enabled = self.config.messageIndexEnable
+        queues = self.queues
+        append = self.commitlog.append
+        host = self.store_host
+        ok = PutMessageStatus.PUT_OK
         with self._put_lock:
             now = int(self.clock() * 1000)
-            host, port = self.store_host
             for msg, enc in zip(msgs, prepared, strict=True):
                 if isinstance(enc, PutMessageResult):
                     results.append(enc)
                     continue
-                cq = self._queue(msg.topic, msg.queue_id)
+                key = (msg.topic, msg.queue_id)
+                cq = queues.get(key) or self._queue(*key)
                 queue_offset = cq.max_offset
                 try:
-                    a = self.commitlog.append(msg, enc, queue_offset, now)
+                    phys = append(msg, enc, queue_offset, now)
                 except codec.RecordError as exc:
                     results.append(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(exc)))
                     continue
@@ -262,23 +267,21 @@ class DefaultMessageStore:
                     log.error("commitlog append failed", extra={"error": str(exc)})
                     results.append(PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(exc)))
                     continue
-                cq.put(queue_offset, a.phys_offset, a.size, msg.effective_tags_code())
-                ar = AppendMessageResult(
-                    a.phys_offset,
-                    a.size,
-                    create_offset_message_id(host, port, a.phys_offset),
-                    now,
-                    queue_offset,
-                )
-                results.append(PutMessageResult(PutMessageStatus.PUT_OK, ar))
+                size = enc.size
+                cq.put(queue_offset, phys, size, enc.tags_code)
+                ar = AppendMessageResult(phys, size, host, now, queue_offset)
+                results.append(PutMessageResult(ok, ar))
                 appended.append((msg, ar))
-                arrived[(msg.topic, msg.queue_id)] = queue_offset + 1
-                if self.config.messageIndexEnable:
-                    keys = tuple(msg.keys)
-                    uniq = msg.properties.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                arrived[key] = queue_offset + 1
+                if index_enabled:
+                    props = msg.properties
+                    uniq = props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                    keys = tuple(msg.keys) if mc.PROPERTY_KEYS in props else ()
                     if keys or uniq:
-                        self._index_enqueued += 1
-                        self._index_queue.put((msg.topic, keys, uniq, a.phys_offset, a.size, now))
+                        index_jobs.append((msg.topic, keys, uniq, phys, size, now))
+            if index_jobs:
+                self._index_enqueued += 1
+                self._index_queue.put(index_jobs)
             end_offset = self.commitlog.max_offset
             self.stats.put_messages += len(appended)
             self.stats.put_bytes += sum(ar.wrote_bytes for _, ar in appended)
@@ -358,12 +361,12 @@ class DefaultMessageStore:
             item = self._index_queue.get()
             if item is None:
                 return
-            topic, keys, uniq, phys, size, ts = item
-            try:
-                self.index.build_index(topic, keys, uniq, phys, ts)
-            except OSError as exc:
-                log.error("index build failed", extra={"error": str(exc)})
-            self._index_end = phys + size
+            for topic, keys, uniq, phys, size, ts in item:
+                try:
+                    self.index.build_index(topic, keys, uniq, phys, ts)
+                except OSError as exc:
+                    log.error("index build failed", extra={"error": str(exc)})
+                self._index_end = phys + size
             self._index_done += 1
 
     def _checkpoint_loop(self) -> None:

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Protocol
 
 from broker.store.message import MessageExt, MessageExtBrokerInner
+from common.msgid import create_offset_message_id
 
 
 class PutMessageStatus(Enum):
@@ -22,17 +23,22 @@ class PutMessageStatus(Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppendMessageResult:
     wrote_offset: int
     wrote_bytes: int
-    msg_id: str
+    store_host: tuple[str, int]
     store_timestamp: int
     logics_offset: int
     msg_num: int = 1
 
+    @property
+    def msg_id(self) -> str:
+        """The offset message id; built on demand because most callers never ask for it."""
+        return create_offset_message_id(self.store_host[0], self.store_host[1], self.wrote_offset)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None

@@ -1,0 +1,1 @@
+"""Reproducible benchmarks; ``make bench`` runs them and writes JSON under ``benchmarks/results/``."""

@@ -1,0 +1,305 @@
+"""End-to-end broker benchmark: produce (official client, raw batched gRPC), PullMessage consume, latency.
+
+``python -m benchmarks.run_all e2e`` (or ``python -m benchmarks.bench_e2e [--quick]``); starts its own broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import duration_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
+
+from benchmarks.common import pct, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+BODY_SIZE = 100
+QUEUES = 4
+OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Broker:
+    """A broker subprocess with its own tmp store, stopped by PID."""
+
+    def __init__(self, store: Path) -> None:
+        self.port = _free_port()
+        args = [
+            sys.executable, "-m", "broker.cli", "--store", str(store), "--port", str(self.port),
+            "-o", "mappedFileSizeCommitLog=268435456", "-o", "statsIntervalMs=600000",
+            "--log-level", "WARNING",
+        ]  # fmt: skip
+        self.log = open(store.parent / "broker.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError("broker exited early")
+            time.sleep(0.1)
+        raise TimeoutError("broker did not open its port")
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(20)
+        self.log.close()
+
+
+def _msg(topic: str, i: int, body: bytes | None = None) -> definition_pb2.Message:
+    sp = definition_pb2.SystemProperties(
+        message_id=f"01BENCH{i:027X}", body_encoding=definition_pb2.IDENTITY, message_type=definition_pb2.NORMAL
+    )
+    return definition_pb2.Message(
+        topic=definition_pb2.Resource(name=topic), body=body or b"x" * BODY_SIZE, system_properties=sp
+    )
+
+
+def bench_official_producer(addr: str, n: int) -> dict[str, Any]:
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+    topic = "BenchOfficialT"
+    producer = Producer(ClientConfiguration(addr, Credentials()), (topic,))
+    producer.startup()
+    try:
+        msg = Message()
+        msg.topic, msg.body = topic, b"x" * BODY_SIZE
+        producer.send(msg)  # warm-up
+        lat = []
+        t0 = time.perf_counter()
+        for _ in range(n):
+            s = time.perf_counter()
+            producer.send(msg)
+            lat.append((time.perf_counter() - s) * 1000)
+        sync_elapsed = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        futures = [producer.send_async(msg) for _ in range(n)]
+        for f in futures:
+            f.result(timeout=60)
+        async_elapsed = time.perf_counter() - t0
+    finally:
+        producer.shutdown()
+    return {
+        "messages": n,
+        "sync_msgs_per_s": round(n / sync_elapsed),
+        "sync_latency_ms_p50": round(pct(lat, 50), 3),
+        "sync_latency_ms_p99": round(pct(lat, 99), 3),
+        "async_msgs_per_s": round(n / async_elapsed),
+    }
+
+
+async def bench_batched_produce(addr: str, topic: str, total: int, batch: int, concurrency: int) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        requests = [
+            service_pb2.SendMessageRequest(messages=[_msg(topic, k * batch + i) for i in range(batch)])
+            for k in range(8)
+        ]
+        assert (await stub.SendMessage(requests[0])).status.code == definition_pb2.Code.OK
+        rounds = total // batch
+        done = 0
+
+        async def worker(w: int) -> None:
+            nonlocal done
+            k = w
+            while True:
+                if done >= rounds:
+                    return
+                done += 1
+                resp = await stub.SendMessage(requests[k % len(requests)])
+                if resp.status.code != definition_pb2.Code.OK:
+                    raise RuntimeError(resp.status.message)
+                k += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        elapsed = time.perf_counter() - t0
+    sent = rounds * batch
+    return {
+        "messages": sent,
+        "batch": batch,
+        "concurrency": concurrency,
+        "msgs_per_s": round(sent / elapsed),
+        "mb_per_s": round(sent * BODY_SIZE / elapsed / 1e6, 1),
+    }
+
+
+async def bench_pull(addr: str, topic: str, batch: int) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        counts = [0] * QUEUES
+
+        async def drain(qid: int) -> None:
+            offset = 0
+            while True:
+                req = service_pb2.PullMessageRequest(
+                    group=definition_pb2.Resource(name="bench-pull"),
+                    message_queue=definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=topic), id=qid),
+                    offset=offset,
+                    batch_size=batch,
+                )
+                got, next_offset = 0, offset
+                async for resp in stub.PullMessage(req):
+                    kind = resp.WhichOneof("content")
+                    if kind == "message":
+                        got += 1
+                    elif kind == "next_offset":
+                        next_offset = resp.next_offset
+                if got == 0:
+                    return
+                counts[qid] += got
+                offset = next_offset
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(drain(q) for q in range(QUEUES)))
+        elapsed = time.perf_counter() - t0
+    total = sum(counts)
+    return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed)}
+
+
+async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 1.0) -> dict[str, Any]:
+    """Send ``rate`` msg/s (a small batch every tick), long-poll PullMessage on every queue, measure send->receive."""
+    per_tick = max(1, round(rate * tick_ms / 1000))
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        await stub.SendMessage(service_pb2.SendMessageRequest(messages=[_msg(topic, 0)]))  # create the topic
+        starts = {}
+        for q in range(QUEUES):
+            resp = await stub.QueryOffset(
+                service_pb2.QueryOffsetRequest(
+                    message_queue=definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=topic), id=q),
+                    query_offset_policy=definition_pb2.QueryOffsetPolicy.END,
+                )
+            )
+            starts[q] = resp.offset
+        latencies: list[float] = []
+        expected = int(rate * seconds)
+        stop = asyncio.Event()
+
+        async def consume(qid: int) -> None:
+            offset = starts[qid]
+            while not stop.is_set():
+                req = service_pb2.PullMessageRequest(
+                    group=definition_pb2.Resource(name="bench-lat"),
+                    message_queue=definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=topic), id=qid),
+                    offset=offset,
+                    batch_size=256,
+                    long_polling_timeout=duration_pb2.Duration(seconds=1),
+                )
+                async for resp in stub.PullMessage(req, timeout=5):
+                    kind = resp.WhichOneof("content")
+                    if kind == "message":
+                        now = time.time_ns()
+                        sent = int.from_bytes(resp.message.body[:8], "big")
+                        latencies.append((now - sent) / 1e6)
+                    elif kind == "next_offset":
+                        offset = resp.next_offset
+                if len(latencies) >= expected:
+                    stop.set()
+
+        consumers = [asyncio.create_task(consume(q)) for q in range(QUEUES)]
+        await asyncio.sleep(0.3)
+        pad = b"p" * (BODY_SIZE - 8)
+        t0 = time.perf_counter()
+        ticks = int(seconds * 1000 / tick_ms)
+        inflight: set[asyncio.Future[Any]] = set()
+        for k in range(ticks):
+            target = t0 + k * tick_ms / 1000
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            body = time.time_ns().to_bytes(8, "big") + pad
+            req = service_pb2.SendMessageRequest(messages=[_msg(topic, k * per_tick + i, body) for i in range(per_tick)])
+            task = asyncio.ensure_future(stub.SendMessage(req))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+        send_elapsed = time.perf_counter() - t0
+        await asyncio.gather(*inflight)
+        try:
+            await asyncio.wait_for(stop.wait(), 10)
+        except TimeoutError:
+            pass
+        stop.set()
+        await asyncio.gather(*consumers, return_exceptions=True)
+    return {
+        "target_rate": rate,
+        "achieved_send_rate": round(ticks * per_tick / send_elapsed),
+        "messages": len(latencies),
+        "batch_per_tick": per_tick,
+        "tick_ms": tick_ms,
+        "latency_ms_p50": round(pct(latencies, 50), 3),
+        "latency_ms_p99": round(pct(latencies, 99), 3),
+        "latency_ms_max": round(max(latencies), 3) if latencies else None,
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    n_official = 300 if quick else 2000
+    n_batched = 20_000 if quick else 200_000
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
+        broker = Broker(Path(tmp) / "store")
+        try:
+            official = bench_official_producer(broker.addr, n_official)
+            batched = asyncio.run(bench_batched_produce(broker.addr, "BenchBatchT", n_batched, 256, 4))
+            pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
+            latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, 2.0 if quick else 5.0))
+        finally:
+            broker.stop()
+    summary = {
+        "official_sync_send_msgs_per_s": official["sync_msgs_per_s"],
+        "official_async_send_msgs_per_s": official["async_msgs_per_s"],
+        "batched_produce_msgs_per_s": batched["msgs_per_s"],
+        "pull_consume_msgs_per_s": pull["msgs_per_s"],
+        "e2e_latency_ms_p50_at_10k": latency["latency_ms_p50"],
+        "e2e_latency_ms_p99_at_10k": latency["latency_ms_p99"],
+        "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "e2e_p99_ms": 5.0},
+    }
+    return {
+        "summary": summary,
+        "official_producer": official,
+        "batched_produce": batched,
+        "pull": pull,
+        "latency": latency,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    result = run(quick=args.quick)
+    path = write_result("e2e", result)
+    print(json.dumps(result["summary"], indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

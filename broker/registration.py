@@ -88,6 +88,7 @@ class BrokerRegistrar:
         self._data_version = 0
         self._fingerprint = ""
         self._closed = False
+        self._pending: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -117,6 +118,10 @@ class BrokerRegistrar:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for task in list(self._pending):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         request = pb.UnregisterBrokerRequest(
             cluster_name=self.cluster,
             broker_name=self.broker_name,
@@ -217,6 +222,7 @@ class BrokerRegistrar:
             try:
                 if link.call is None:
                     link.call = link.stub.BrokerSession()
+                    link.call.add_done_callback(lambda call, link=link: self._on_session_done(link, call))
                 await asyncio.wait_for(link.call.write(registration), self.timeout_s)
                 result = await asyncio.wait_for(link.call.read(), self.timeout_s)
             except (TimeoutError, asyncio.InvalidStateError, grpc.aio.AioRpcError, grpc.aio.UsageError) as exc:
@@ -234,6 +240,29 @@ class BrokerRegistrar:
             link.healthy = True
             link.last_result = result
             return True
+
+    def _on_session_done(self, link: _Link, call: object) -> None:
+        """The name server ended a live session (e.g. it restarted): re-register soon instead of next tick.
+
+        Only for a session that was healthy, so a name server that stays down costs a few retries, not a loop.
+        """
+        if self._closed or link.call is not call or not link.healthy:
+            return
+        link.call = None
+        link.healthy = False
+        log.warning("name server session lost", namesrv=link.addr)
+        task = asyncio.get_running_loop().create_task(self._recover(link))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _recover(self, link: _Link) -> None:
+        # retry after 1, 2, 4... s while that is sooner than the next regular tick
+        delay = limits.SESSION_RETRY_DELAY_S
+        while delay < self.interval_s and not self._closed:
+            await asyncio.sleep(delay)
+            if link.healthy or await self._register_on(link, self._registration()):
+                return
+            delay *= 2
 
     def _mark_down(self, link: _Link, reason: str) -> None:
         if link.healthy or link.call is not None:

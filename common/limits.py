@@ -34,6 +34,7 @@ CONSUMER_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 
 BROKER_EXPIRED_SECONDS = 120.0
 BROKER_REGISTER_INTERVAL_S = 30.0
 REGISTER_TIMEOUT_S = 3.0
+SESSION_RETRY_DELAY_S = 1.0  # re-register this soon after a name server ends a live session
 CLIENT_EXPIRED_SECONDS = 120.0
 
 # Broker defaults (RocketMQ BrokerConfig / proxy defaults).

@@ -211,3 +211,30 @@ def test_cli_reads_config_file_and_stops_on_sigterm(tmp_path: Path) -> None:
     ).start()
     assert bad.proc is not None and bad.proc.wait(timeout=20) == 2
     assert ROOT.exists()
+
+
+def test_restarted_name_server_gets_the_registration_back_before_the_next_tick(tmp_path: Path) -> None:
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+    args = [str(Path(sys.executable).parent / "mqnamesrv"), "-p", str(port), "--host", "127.0.0.1"]
+
+    async def scenario() -> None:
+        first = ServerProcess(args, tmp_path / "first.log").start()
+        try:
+            first.wait_port(port, 20)
+            registrar = BrokerRegistrar(addr, "c", "b", 0, "127.0.0.1:5", lambda: [TopicConfig("t-re")], interval_s=60)
+            assert await registrar.start() == 1
+        finally:
+            first.stop()
+        await asyncio.sleep(1.5)  # down for longer than the first quick retry
+        second = ServerProcess(args, tmp_path / "second.log").start()
+        try:
+            second.wait_port(port, 20)
+            # the interval is 60 s: only the lost-session retry can bring the route back this fast
+            await eventually(lambda: has_route(addr, "t-re"), 15, "re-registration after restart")
+            assert registrar.healthy_namesrvs == [addr]
+        finally:
+            await registrar.shutdown()
+            second.stop()
+
+    asyncio.run(scenario())

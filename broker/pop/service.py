@@ -36,6 +36,11 @@ from common.validation import validate_group, validate_topic
 
 log = get_logger("broker.pop")
 
+_QUEUE_REPLACED = {
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+}
 _SCANNABLE = {GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING}
 
 
@@ -150,8 +155,8 @@ class PopService:
     def renew(self, now_ms: int) -> int:
         """Auto-renew (push consumers, P19): extend invisible time shortly before it ends while the client lives."""
         renewed = 0
-        for key, f in list(self.state.iter_inflight()):
-            if not f.auto_renew or f.visible_at_ms - now_ms > self.config.renewAheadTimeMillis:
+        for key, f in list(self.state.due(now_ms + self.config.renewAheadTimeMillis)):
+            if not f.auto_renew:
                 continue
             if now_ms >= f.renew_until_ms or not self._client_alive(f.client_id):
                 # Client gone or held too long: let the message come back soon, as the reference does.
@@ -405,6 +410,20 @@ class PopService:
             res = store.get_message(req.group, req.topic, queue_id, qs.pop_offset, room, req.tag_filter)
             if res.status == GetMessageStatus.OFFSET_TOO_SMALL:
                 state.reset(key, res.next_begin_offset)
+            elif res.status in _QUEUE_REPLACED and qs.pop_offset > res.max_offset and not flights:
+                # The queue is shorter than what we handed out: the topic was deleted and created again.
+                log.warning(
+                    "pop offset beyond the queue end, restarting the queue",
+                    key=key,
+                    pop_offset=qs.pop_offset,
+                    max_offset=res.max_offset,
+                )
+                state.drop(key)
+                restart = res.max_offset if self.config.popInitMode == PopInitMode.MAX else res.min_offset
+                state.init_queue(key, restart)
+                self._committed.pop(key, None)
+                self._sync_offset(key)
+                return []
             elif res.status in _SCANNABLE:
                 next_offset = res.next_begin_offset
                 for m in res.messages:

@@ -5,6 +5,7 @@ Every change is a journal record applied by ``PopState.apply``, so recovery repl
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -45,14 +46,47 @@ class QueueState:
     pop_offset: int
     inflight: dict[int, InFlight] = field(default_factory=dict)
     done: set[int] = field(default_factory=set)
+    # (visible_at, offset, seq) per in-flight change; stale entries are skipped lazily, so no scan of all flights.
+    _timeline: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+
+    def put(self, flight: InFlight) -> None:
+        self.inflight[flight.offset] = flight
+        self.done.discard(flight.offset)
+        self.track(flight)
+
+    def track(self, flight: InFlight) -> None:
+        heapq.heappush(self._timeline, (flight.visible_at_ms, flight.offset, flight.seq))
 
     def _advance(self) -> None:
         while self.ack_offset < self.pop_offset and self.ack_offset in self.done:
             self.done.discard(self.ack_offset)
             self.ack_offset += 1
 
+    def _current(self, entry: tuple[int, int, int]) -> InFlight | None:
+        f = self.inflight.get(entry[1])
+        return f if f is not None and f.seq == entry[2] and f.visible_at_ms == entry[0] else None
+
+    def due(self, until_ms: int) -> list[InFlight]:
+        """In-flight messages visible at ``until_ms`` (in offset order); cost grows with those, not all flights."""
+        out: list[InFlight] = []
+        timeline = self._timeline
+        while timeline and timeline[0][0] <= until_ms:
+            f = self._current(heapq.heappop(timeline))
+            if f is not None:
+                out.append(f)
+        for f in out:
+            self.track(f)
+        out.sort(key=lambda f: f.offset)
+        return out
+
     def visible(self, now_ms: int) -> list[InFlight]:
-        return sorted((f for f in self.inflight.values() if f.visible_at_ms <= now_ms), key=lambda f: f.offset)
+        return self.due(now_ms)
+
+    def next_visible_ms(self) -> int | None:
+        timeline = self._timeline
+        while timeline and self._current(timeline[0]) is None:
+            heapq.heappop(timeline)
+        return timeline[0][0] if timeline else None
 
     def blocked_groups(self, now_ms: int) -> set[str]:
         """Message groups with an invisible in-flight message: FIFO must not deliver later ones of them."""
@@ -97,8 +131,7 @@ class PopState:
             for raw in rec["m"]:
                 flight = InFlight(**raw)
                 self.seq = max(self.seq, flight.seq)
-                qs.inflight[flight.offset] = flight
-                qs.done.discard(flight.offset)
+                qs.put(flight)
                 delivered.add(flight.offset)
             nxt = int(rec["n"])
             for off in range(qs.pop_offset, nxt):
@@ -117,6 +150,7 @@ class PopState:
                 changed.pop_time_ms = int(rec["pt"])
                 changed.invisible_ms = int(rec["inv"])
                 changed.auto_renew = bool(rec.get("ar", False))
+                qs.track(changed)
                 self.seq = max(self.seq, changed.seq)
         elif kind == "reset":
             off = int(rec["o"])
@@ -146,15 +180,13 @@ class PopState:
         return self.seq
 
     def next_visible_ms(self, keys: Iterable[QueueKey]) -> int | None:
-        best: int | None = None
-        for key in keys:
-            qs = self.queues.get(key)
-            if qs is None:
-                continue
-            for f in qs.inflight.values():
-                if best is None or f.visible_at_ms < best:
-                    best = f.visible_at_ms
-        return best
+        times = [t for k in keys if (qs := self.queues.get(k)) is not None and (t := qs.next_visible_ms()) is not None]
+        return min(times) if times else None
+
+    def due(self, until_ms: int) -> Iterator[tuple[QueueKey, InFlight]]:
+        for key, qs in list(self.queues.items()):
+            for f in qs.due(until_ms):
+                yield key, f
 
     def check_handle(self, handle: ReceiptHandle) -> tuple[QueueState, InFlight]:
         """The in-flight entry a handle names, or INVALID_RECEIPT_HANDLE when acked, redelivered or unknown."""
@@ -247,5 +279,5 @@ class PopState:
             qs = QueueState(int(q["ack"]), int(q["pop"]), done=set(q["done"]))
             for raw in q["inflight"]:
                 f = InFlight(**raw)
-                qs.inflight[f.offset] = f
+                qs.put(f)
             self.queues[(q["g"], q["tp"], int(q["q"]))] = qs

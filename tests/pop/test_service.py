@@ -288,3 +288,20 @@ def test_state_survives_clean_restart_and_kill(tmp_path):
         await core.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_recreated_topic_restarts_the_queue(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        for i in range(3):
+            core.put(T, f"old{i}".encode())
+        _, msgs, _ = await receive(core, receive_request(G, T))
+        await core.pop.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)), None)
+        core.store.delete_topics([T])
+        core.put(T, b"new0")
+        _, msgs, _ = await receive(core, receive_request(G, T))
+        if not msgs:  # the first receive notices the reset queue
+            _, msgs, _ = await receive(core, receive_request(G, T))
+        assert bodies(msgs) == [b"new0"]
+
+    run(tmp_path, body)

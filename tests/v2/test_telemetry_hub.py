@@ -135,3 +135,24 @@ def test_heartbeat_before_settings_registers_the_client() -> None:
         assert info.meta is not None and info.meta.language == "PYTHON"
 
     run(scenario)
+
+
+def test_other_client_commands_reach_their_listeners() -> None:
+    async def scenario(server: NameServer, addr: str) -> None:
+        got: list[tuple[str, str]] = []
+        server.hub.on_command(
+            "verify_message_result", lambda c, cmd: got.append((c.client_id, cmd.verify_message_result.nonce))
+        )
+        async with grpc.aio.insecure_channel(addr) as channel:
+            call = v2_stub(channel).Telemetry(metadata=client_metadata("v@1"))
+            await call.write(s.TelemetryCommand(settings=producer_settings("t1")))
+            await asyncio.wait_for(call.read(), 5)
+            await call.write(s.TelemetryCommand(verify_message_result=s.VerifyMessageResult(nonce="n-1")))
+
+            async def delivered() -> bool:
+                return got == [("v@1", "n-1")]
+
+            await eventually(delivered, 5, "verify_message_result listener")
+            call.cancel()
+
+    run(scenario)

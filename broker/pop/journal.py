@@ -112,9 +112,15 @@ class PopJournal:
 
     def sync(self) -> None:
         with self._lock:
-            if self._fd is not None and self._dirty:
-                os.fsync(self._fd)
-                self._dirty = False
+            if self._fd is None or not self._dirty:
+                return
+            # fsync a duplicate outside the lock so appends from the loop never wait for the disk.
+            fd = os.dup(self._fd)
+            self._dirty = False
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def needs_compaction(self) -> bool:
         return self.bytes_written >= self.compact_bytes

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -236,16 +237,15 @@ async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_m
             if delay > 0:
                 await asyncio.sleep(delay)
             body = time.time_ns().to_bytes(8, "big") + pad
-            req = service_pb2.SendMessageRequest(messages=[_msg(topic, k * per_tick + i, body) for i in range(per_tick)])
+            msgs = [_msg(topic, k * per_tick + i, body) for i in range(per_tick)]
+            req = service_pb2.SendMessageRequest(messages=msgs)
             task = asyncio.ensure_future(stub.SendMessage(req))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         send_elapsed = time.perf_counter() - t0
         await asyncio.gather(*inflight)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 10)
-        except TimeoutError:
-            pass
         stop.set()
         await asyncio.gather(*consumers, return_exceptions=True)
     return {

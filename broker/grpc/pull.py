@@ -5,7 +5,6 @@ PullMessage streams one status, the messages, then one ``next_offset`` (protocol
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -162,9 +161,3 @@ class PullService:
         else:
             raise MQError(Code.BAD_REQUEST, f"unknown query_offset_policy {policy}")
         return service_pb2.QueryOffsetResponse(status=ok_status(), offset=offset)
-
-
-async def sleep_until(deadline: float) -> None:
-    left = deadline - time.monotonic()
-    if left > 0:
-        await asyncio.sleep(left)

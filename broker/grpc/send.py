@@ -123,7 +123,9 @@ class SendService:
                 check_message_type(kind, tc.message_type.value, topic)
         return tc
 
-    async def send(self, request: service_pb2.SendMessageRequest) -> service_pb2.SendMessageResponse:
+    async def send(
+        self, request: service_pb2.SendMessageRequest, born_host: tuple[str, int] = ("127.0.0.1", 0)
+    ) -> service_pb2.SendMessageResponse:
         messages = request.messages
         try:
             tc = self._check(messages)
@@ -138,7 +140,7 @@ class SendService:
         for m in messages:
             sp = m.system_properties
             qid = self._fifo_queue(tc, sp.message_group) if sp.HasField("message_group") else shared_queue
-            inners.append(from_v2_message(m, born_host=("127.0.0.1", 0), store_host=self.ctx.store_host, queue_id=qid))
+            inners.append(from_v2_message(m, born_host=born_host, store_host=self.ctx.store_host, queue_id=qid))
         results: list[PutMessageResult] = await asyncio.wrap_future(self.ctx.store.put_messages_async(inners))
         return _response(messages, results)
 

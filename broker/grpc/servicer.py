@@ -29,6 +29,18 @@ if TYPE_CHECKING:
 log = get_logger("broker.servicer")
 
 
+def _peer(context: Any) -> tuple[str, int]:
+    """The caller's (ip, port) from the gRPC peer string, for born_host when the client sent none."""
+    try:
+        peer = str(context.peer() or "")
+    except Exception:
+        return ("127.0.0.1", 0)
+    if peer.startswith("ipv4:"):
+        host, _, port = peer[5:].rpartition(":")
+        return (host, int(port)) if port.isdigit() else ("127.0.0.1", 0)
+    return ("127.0.0.1", 0)
+
+
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, ctx: BrokerContext, pop: PopService | None) -> None:
         self.ctx = ctx
@@ -91,7 +103,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def SendMessage(
         self, request: service_pb2.SendMessageRequest, context: Any
     ) -> service_pb2.SendMessageResponse:
-        return await guarded("SendMessage", service_pb2.SendMessageResponse, lambda: self.sender.send(request))
+        return await guarded(
+            "SendMessage", service_pb2.SendMessageResponse, lambda: self.sender.send(request, _peer(context))
+        )
 
     # ------------------------------------------------------------------ offset-based consumption
     async def PullMessage(

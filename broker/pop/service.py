@@ -66,6 +66,21 @@ class PopRequest:
 
 
 @dataclass
+class PopStats:
+    """Counters for the broker's stats log line."""
+
+    delivered: int = 0
+    redelivered: int = 0
+    acked: int = 0
+    nacked: int = 0
+    dead_lettered: int = 0
+    renewed: int = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
 class Popped:
     delivery: Delivery
     message: MessageExt
@@ -86,6 +101,7 @@ class PopService:
         self._round_robin: dict[tuple[str, str], int] = {}
         self._task: asyncio.Task[None] | None = None
         self._committed: dict[QueueKey, int] = {}
+        self.stats = PopStats()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -168,6 +184,7 @@ class PopService:
                 key, f.offset, now_ms, self.config.defaultInvisibleTimeMills, new_seq=False, auto_renew=True
             )
             renewed += 1
+            self.stats.renewed += 1
         return renewed
 
     def _check_handle_scope(self, handle: ReceiptHandle, group: str, topic: str) -> None:
@@ -437,6 +454,8 @@ class PopService:
             self._sync_offset(key)
             return []
         deliveries = state.pop(key, flights, next_offset)
+        self.stats.delivered += len(deliveries)
+        self.stats.redelivered += sum(1 for d in deliveries if d.flight.attempts > 1)
         self._sync_offset(key)
         return [Popped(d, messages[d.flight.offset]) for d in deliveries]
 
@@ -460,6 +479,7 @@ class PopService:
         result = await asyncio.wrap_future(self.ctx.store.put_message_async(inner))
         if not result.ok:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"putting the message into {topic} failed: {result.status.name}")
+        self.stats.dead_lettered += 1
 
     # ------------------------------------------------------------------ AckMessage
     def ack_handle(self, group: str, topic: str, receipt_handle: str) -> None:
@@ -469,6 +489,7 @@ class PopService:
         key = (handle.group, handle.topic, handle.queue_id)
         self.state.ack(key, handle.queue_offset)
         self._sync_offset(key)
+        self.stats.acked += 1
 
     async def ack(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
@@ -503,6 +524,7 @@ class PopService:
         self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
         flight = self.state.change(key, handle.queue_offset, _now_ms(), invisible_ms, new_seq=True, auto_renew=False)
+        self.stats.nacked += 1
         return Delivery(key, flight).handle.encode()
 
     async def change_invisible_duration(

@@ -180,6 +180,9 @@ def test_max_attempts_moves_message_to_dlq(tmp_path):
         assert dead.properties[mc.PROPERTY_DLQ_ORIGIN_MESSAGE_ID] == "ID-poison"
         assert dead.properties[mc.PROPERTY_RECONSUME_TIME] == "2" and dead.reconsume_times == 2
         assert core.ctx.topics.get(f"%DLQ%{G}") is not None
+        stats = core.pop.stats.snapshot()
+        assert stats["dead_lettered"] == 1 and stats["delivered"] == 2 and stats["redelivered"] == 1
+        assert stats["nacked"] == 2 and stats["acked"] == 0
 
     run(tmp_path, body)
 

@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"mqbroker: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        log.error("broker failed", error=str(exc))
+        return 1
 
 
 if __name__ == "__main__":

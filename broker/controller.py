@@ -33,6 +33,8 @@ SHUTDOWN_GRACE_S = 2.0
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 130 * 1024 * 1024),
     ("grpc.max_send_message_length", 130 * 1024 * 1024),
+    # Without this a second broker on the same port binds silently and steals half the connections.
+    ("grpc.so_reuseport", 0),
 ]
 
 
@@ -107,7 +109,10 @@ class BrokerController:
         server = grpc.aio.server(options=GRPC_OPTIONS)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
-        self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
+        try:
+            self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
+        except RuntimeError as exc:
+            raise OSError(f"cannot bind gRPC port {cfg.listenPort}: {exc}") from exc
         if self.port == 0:
             raise OSError(f"cannot bind gRPC port {cfg.listenPort}")
         if cfg.listenPort == 0:

@@ -116,17 +116,23 @@ def to_v2_message(
     props = msg.properties
     sp = definition_pb2.SystemProperties(
         message_id=msg.unique_id or msg.msg_id,
-        body_digest=definition_pb2.Digest(type=definition_pb2.MD5, checksum=hashlib.md5(msg.body).hexdigest().upper()),
         body_encoding=definition_pb2.GZIP if msg.sys_flag & COMPRESSED_FLAG else definition_pb2.IDENTITY,
         message_type=_KIND_TO_V2[kind_of_stored(props, msg.sys_flag)],
-        born_timestamp=timestamp_from_ms(msg.born_timestamp),
         born_host=msg.born_host[0],
-        store_timestamp=timestamp_from_ms(msg.store_timestamp),
         store_host=f"{msg.store_host[0]}:{msg.store_host[1]}",
         queue_id=msg.queue_id,
         queue_offset=msg.queue_offset,
         delivery_attempt=max(1, delivery_attempt),
     )
+    # Setting sub-message fields in place avoids building and copying temporary messages (hot path).
+    digest = sp.body_digest
+    digest.type = definition_pb2.MD5
+    digest.checksum = hashlib.md5(msg.body).hexdigest().upper()
+    born, stored = sp.born_timestamp, sp.store_timestamp
+    born.seconds, born.nanos = divmod(msg.born_timestamp, 1000)
+    born.nanos *= 1_000_000
+    stored.seconds, stored.nanos = divmod(msg.store_timestamp, 1000)
+    stored.nanos *= 1_000_000
     tag = msg.tags
     if tag:
         sp.tag = tag

@@ -33,6 +33,7 @@ from common.validation import (
     validate_user_properties,
 )
 
+_OK = ok_status()  # shared: protobuf copies it into each entry
 # google.protobuf.Timestamp's valid range ends at 9999-12-31 (a ms value in .seconds lands far beyond it, P22).
 MAX_TIMESTAMP_SECONDS = 253_402_300_799
 
@@ -159,7 +160,7 @@ def _response(
     for m, r in zip(messages, results, strict=True):
         code = _PUT_STATUS_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR)
         codes.add(int(code))
-        st = ok_status() if code == Code.OK else status(code, r.error or r.status.value)
+        st = _OK if code == Code.OK else status(code, r.error or r.status.value)
         entry = service_pb2.SendResultEntry(status=st, message_id=m.system_properties.message_id)
         if r.append_result is not None:
             entry.offset = r.append_result.logics_offset

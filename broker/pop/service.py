@@ -150,6 +150,10 @@ class PopService:
         self._committed[key] = qs.ack_offset
         self.ctx.offsets.commit_offset(key[0], key[1], key[2], qs.ack_offset)
 
+    def _visibility_changed(self, key: QueueKey) -> None:
+        """Parked receives computed their wake-up from the old invisible times: let them look again."""
+        self.ctx.long_polling.notify(key[1], key[2], None)
+
     def _client_alive(self, client_id: str) -> bool:
         return not client_id or self.ctx.telemetry.client(client_id) is not None
 
@@ -166,6 +170,7 @@ class PopService:
             if f.auto_renew and f.client_id == client_id:
                 self.state.change(key, f.offset, now_ms, 0, new_seq=False, auto_renew=False)
                 count += 1
+                self._visibility_changed(key)
         return count
 
     def renew(self, now_ms: int) -> int:
@@ -179,6 +184,7 @@ class PopService:
                 self.state.change(
                     key, f.offset, now_ms, min(1000, max(0, f.visible_at_ms - now_ms)), new_seq=False, auto_renew=False
                 )
+                self._visibility_changed(key)
                 continue
             self.state.change(
                 key, f.offset, now_ms, self.config.defaultInvisibleTimeMills, new_seq=False, auto_renew=True
@@ -525,6 +531,7 @@ class PopService:
         key = (handle.group, handle.topic, handle.queue_id)
         flight = self.state.change(key, handle.queue_offset, _now_ms(), invisible_ms, new_seq=True, auto_renew=False)
         self.stats.nacked += 1
+        self._visibility_changed(key)
         return Delivery(key, flight).handle.encode()
 
     async def change_invisible_duration(

@@ -308,3 +308,24 @@ def test_recreated_topic_restarts_the_queue(tmp_path):
         assert bodies(msgs) == [b"new0"]
 
     run(tmp_path, body)
+
+
+def test_nack_wakes_a_parked_receive(tmp_path):
+    """A push consumer long-polls while it processes; its nack must not wait for that poll to time out."""
+
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.put(T, b"n")
+        _, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=None, auto_renew=True))
+        parked = asyncio.create_task(receive(core, receive_request(G, T, polling_s=10)))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        ch = await core.pop.change_invisible_duration(
+            change_request(G, T, msgs[0].system_properties.receipt_handle, 200), None
+        )
+        assert ch.status.code == Code.OK
+        _, again, _ = await parked
+        assert bodies(again) == [b"n"] and again[0].system_properties.delivery_attempt == 2
+        assert time.monotonic() - started < 2.0
+
+    run(tmp_path, body)

@@ -49,7 +49,11 @@ def test_two_brokers_two_name_servers(broker_factory):
         with raw_client(br.addr) as c:
             assert c.send(message(topic, b"seed")).status.code == OK
     for addr in (ns1.addr, ns2.addr, a.addr, b.addr):
-        wait_until(lambda addr=addr: _brokers_in_route(addr, topic) == {"broker-a", "broker-b"}, 15, what=addr)
+
+        def both_listed(addr: str = addr) -> bool:
+            return _brokers_in_route(addr, topic) == {"broker-a", "broker-b"}
+
+        wait_until(both_listed, 15, what=addr)
 
     producer = Producer(ClientConfiguration(f"{ns1.addr};{ns2.addr}", Credentials(), request_timeout=5), (topic,))
     producer.startup()

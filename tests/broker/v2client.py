@@ -43,7 +43,8 @@ def message(
 
 @dataclass
 class PullResult:
-    status: definition_pb2.Status | None = None
+    status: definition_pb2.Status = field(default_factory=definition_pb2.Status)
+    statuses: int = 0
     messages: list[definition_pb2.Message] = field(default_factory=list)
     next_offset: int | None = None
 
@@ -104,12 +105,13 @@ class RawClient:
         for resp in self.stub.PullMessage(req, metadata=METADATA, timeout=timeout):
             kind = resp.WhichOneof("content")
             if kind == "status":
-                assert result.status is None, "more than one status"
+                result.statuses += 1
                 result.status = resp.status
             elif kind == "message":
                 result.messages.append(resp.message)
             elif kind == "next_offset":
                 result.next_offset = resp.next_offset
+        assert result.statuses == 1, f"expected exactly one status, got {result.statuses}"
         return result
 
     def update_offset(self, group: str, topic: str, qid: int, offset: int) -> definition_pb2.Status:

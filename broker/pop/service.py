@@ -380,6 +380,13 @@ class PopService:
         key: QueueKey = (req.group, req.topic, queue_id)
         store = self.ctx.store
         state = self.state
+        committed = self.ctx.offsets.query_offset(*key)
+        known = self._committed.get(key)
+        if known is not None and committed >= 0 and committed != known and state.queue(key) is not None:
+            # Someone reset the group's offset (UpdateOffset / admin): restart the queue there, drop its flights.
+            log.info("consumer offset reset, restarting pop state", key=key, offset=committed, was=known)
+            state.drop(key)
+            self._committed.pop(key, None)
         qs = state.queue(key) or state.init_queue(key, self._init_offset(key))
         min_offset = store.get_min_offset_in_queue(req.topic, queue_id)
         if qs.ack_offset < min_offset:

@@ -48,7 +48,9 @@ def test_push_success_and_failure_redelivery(broker):
     produce(broker.addr, topic, [b"ok-1", b"ok-2", b"flaky"])
     consumer = start_push(broker.addr, group, topic, listener)
     try:
-        wait_for(lambda: listener.attempts(b"flaky") == [1, 2], 30, "flaky redelivered with attempt 2")
+        wait_for(
+            lambda: listener.attempts(b"flaky") == [1, 2], 12, "flaky redelivered with attempt 2 after its 1 s backoff"
+        )
         wait_for(lambda: listener.attempts(b"ok-1") == [1] and listener.attempts(b"ok-2") == [1], 10, "ok messages")
         produce(broker.addr, topic, [b"late"])
         wait_for(lambda: listener.attempts(b"late") == [1], 30, "a message sent while the consumer runs")

@@ -329,3 +329,20 @@ def test_nack_wakes_a_parked_receive(tmp_path):
         assert time.monotonic() - started < 2.0
 
     run(tmp_path, body)
+
+
+def test_external_offset_reset_moves_the_pop_position(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        for i in range(5):
+            core.put(T, f"m{i}".encode())
+        _, msgs, _ = await receive(core, receive_request(G, T, batch=2))
+        assert bodies(msgs) == [b"m0", b"m1"]
+        core.ctx.offsets.commit_offset(G, T, 0, 4)  # e.g. UpdateOffset from an admin tool
+        _, msgs, _ = await receive(core, receive_request(G, T))
+        assert bodies(msgs) == [b"m4"]
+        core.ctx.offsets.commit_offset(G, T, 0, 0)  # rewind
+        _, msgs, _ = await receive(core, receive_request(G, T))
+        assert bodies(msgs) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+
+    run(tmp_path, body)

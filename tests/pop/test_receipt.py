@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.pop.receipt import ReceiptHandle, decode
@@ -12,6 +12,7 @@ from common.errors import Code, MQError
 i64 = st.integers(min_value=0, max_value=2**63 - 1)
 
 
+@settings(deadline=None)
 @given(
     group=st.text(min_size=1, max_size=80),
     topic=st.text(min_size=1, max_size=80),
@@ -29,6 +30,7 @@ def test_round_trip(group, topic, queue_id, offset, cl, seq, pop_time, invisible
     assert decode(text) == h
 
 
+@settings(deadline=None)
 @given(st.text(max_size=300))
 def test_garbage_text_is_invalid_receipt_handle(text):
     with pytest.raises(MQError) as err:
@@ -36,6 +38,7 @@ def test_garbage_text_is_invalid_receipt_handle(text):
     assert err.value.code == Code.INVALID_RECEIPT_HANDLE
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=200))
 def test_garbage_after_prefix_is_invalid_receipt_handle(raw):
     import base64

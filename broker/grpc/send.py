@@ -51,9 +51,12 @@ _PUT_STATUS_CODES: dict[PutMessageStatus, int] = {
 }
 
 
-def validate_v2_message(msg: definition_pb2.Message, max_body_size: int, max_delay_ms: int, now_ms: int) -> None:
+def validate_v2_message(
+    msg: definition_pb2.Message, max_body_size: int, max_delay_ms: int, now_ms: int, *, check_topic: bool = True
+) -> None:
     """Every check of protocol-v2 §3.3 that needs only the message itself."""
-    validate_topic(msg.topic.name)
+    if check_topic:
+        validate_topic(msg.topic.name)
     validate_body(msg.body, max_body_size)
     sp = msg.system_properties
     if not sp.message_id.strip():
@@ -103,6 +106,7 @@ class SendService:
                 Code.MESSAGE_CORRUPTED, f"batch has {len(messages)} messages, the limit is {MAX_SEND_BATCH_MESSAGES}"
             )
         topic = messages[0].topic.name
+        validate_topic(topic)  # once per batch: every message must carry this same topic
         total = 0
         now_ms = int(time.time() * 1000)
         cfg = self.ctx.config
@@ -110,7 +114,7 @@ class SendService:
             if m.topic.name != topic:
                 raise MQError(Code.MESSAGE_CORRUPTED, "all messages of a batch must have the same topic")
             total += len(m.body)
-            validate_v2_message(m, cfg.maxMessageSize, cfg.maxDelayTimeMills, now_ms)
+            validate_v2_message(m, cfg.maxMessageSize, cfg.maxDelayTimeMills, now_ms, check_topic=False)
         if len(messages) > 1 and total > MAX_BATCH_SIZE:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
@@ -155,20 +159,21 @@ def _topic_type_for(kinds: set[MessageKind]) -> TopicMessageType:
 def _response(
     messages: Sequence[definition_pb2.Message], results: list[PutMessageResult]
 ) -> service_pb2.SendMessageResponse:
-    entries: list[service_pb2.SendResultEntry] = []
+    response = service_pb2.SendMessageResponse()
+    add = response.entries.add  # in-place adds: no temporary entry objects on the batch hot path
     codes: set[int] = set()
     for m, r in zip(messages, results, strict=True):
         code = _PUT_STATUS_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR)
         codes.add(int(code))
         st = _OK if code == Code.OK else status(code, r.error or r.status.value)
-        entry = service_pb2.SendResultEntry(status=st, message_id=m.system_properties.message_id)
+        sp = m.system_properties
+        entry = add(status=st, message_id=sp.message_id)
         if r.append_result is not None:
             entry.offset = r.append_result.logics_offset
-            if m.system_properties.message_type == definition_pb2.TRANSACTION:
+            if sp.message_type == definition_pb2.TRANSACTION:
                 entry.transaction_id = r.append_result.msg_id
-        entries.append(entry)
     if len(codes) == 1:
-        top = entries[0].status
+        response.status.CopyFrom(response.entries[0].status)
     else:
-        top = status(Code.MULTIPLE_RESULTS, "messages of the batch have different results")
-    return service_pb2.SendMessageResponse(status=top, entries=entries)
+        response.status.CopyFrom(status(Code.MULTIPLE_RESULTS, "messages of the batch have different results"))
+    return response

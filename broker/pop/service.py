@@ -36,6 +36,7 @@ from common.validation import validate_group, validate_topic
 
 log = get_logger("broker.pop")
 
+_HELD_BACK_RECHECK_S = 0.5
 _QUEUE_REPLACED = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY,
     GetMessageStatus.NO_MESSAGE_IN_QUEUE,
@@ -337,7 +338,9 @@ class PopService:
                 return popped
             nxt = self.state.next_visible_ms(keys)
             if nxt is not None:
-                left = min(left, max(0.005, (nxt - _now_ms()) / 1000))
+                until = (nxt - _now_ms()) / 1000
+                # Already visible but held back (FIFO): acks wake us; re-check now and then, never spin.
+                left = min(left, until if until > 0 else _HELD_BACK_RECHECK_S)
 
             def arrived(seen: dict[int, int] = seen) -> bool:
                 return any(store.get_max_offset_in_queue(req.topic, q) > o for q, o in seen.items())
@@ -498,11 +501,13 @@ class PopService:
     def ack_handle(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = decode(receipt_handle)
         self._check_handle_scope(handle, group, topic)
-        self.state.check_handle(handle)
+        _, flight = self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
         self.state.ack(key, handle.queue_offset)
         self._sync_offset(key)
         self.stats.acked += 1
+        if flight.message_group:
+            self._visibility_changed(key)  # FIFO: the next message of this group may go now
 
     async def ack(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
         group, topic = request.group.name, request.topic.name

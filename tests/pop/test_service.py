@@ -346,3 +346,23 @@ def test_external_offset_reset_moves_the_pop_position(tmp_path):
         assert bodies(msgs) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
 
     run(tmp_path, body)
+
+
+def test_fifo_parked_receive_wakes_on_ack_without_spinning(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.group(G, orderly=True)
+        core.put(T, b"a1", msg_group="A")
+        core.put(T, b"a2", msg_group="A")
+        _, first, _ = await receive(core, receive_request(G, T, batch=1, queue_id=0))
+        assert bodies(first) == [b"a1"]
+        pops_before = core.pop.stats.delivered
+        parked = asyncio.create_task(receive(core, receive_request(G, T, polling_s=10, queue_id=0)))
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        await core.pop.ack(ack_request(G, T, first[0].system_properties.receipt_handle), None)
+        _, nxt, _ = await parked
+        assert bodies(nxt) == [b"a2"] and time.monotonic() - started < 1.0
+        assert core.pop.stats.delivered == pops_before + 1
+
+    run(tmp_path, body)

@@ -192,7 +192,7 @@ async def bench_pull(addr: str, topic: str, batch: int) -> dict[str, Any]:
     return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed)}
 
 
-async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 1.0) -> dict[str, Any]:
+async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 5.0) -> dict[str, Any]:
     """Send ``rate`` msg/s (a small batch every tick), long-poll PullMessage on every queue, measure send->receive."""
     per_tick = max(1, round(rate * tick_ms / 1000))
     async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
@@ -236,21 +236,21 @@ async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_m
         await asyncio.sleep(0.3)
         pad = b"p" * (BODY_SIZE - 8)
         t0 = time.perf_counter()
+        wall0 = time.time_ns()
         ticks = int(seconds * 1000 / tick_ms)
-        inflight: set[asyncio.Future[Any]] = set()
+        calls: list[asyncio.Future[Any]] = []
         for k in range(ticks):
             target = t0 + k * tick_ms / 1000
             delay = target - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            body = time.time_ns().to_bytes(8, "big") + pad
+            # Stamp the scheduled send time, so a sender falling behind shows up as latency (no coordinated omission).
+            body = (wall0 + int(k * tick_ms * 1e6)).to_bytes(8, "big") + pad
             msgs = [_msg(topic, k * per_tick + i, body) for i in range(per_tick)]
-            req = service_pb2.SendMessageRequest(messages=msgs)
-            task = asyncio.ensure_future(stub.SendMessage(req))
-            inflight.add(task)
-            task.add_done_callback(inflight.discard)
+            calls.append(asyncio.ensure_future(stub.SendMessage(service_pb2.SendMessageRequest(messages=msgs))))
         send_elapsed = time.perf_counter() - t0
-        await asyncio.gather(*inflight)
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        send_errors = sum(1 for o in outcomes if isinstance(o, BaseException))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 10)
         stop.set()
@@ -259,6 +259,7 @@ async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_m
         "target_rate": rate,
         "achieved_send_rate": round(ticks * per_tick / send_elapsed),
         "messages": len(latencies),
+        "send_errors": send_errors,
         "batch_per_tick": per_tick,
         "tick_ms": tick_ms,
         "latency_ms_p50": round(pct(latencies, 50), 3),

@@ -78,3 +78,23 @@ def test_two_brokers_two_name_servers(broker_factory):
         assert _brokers_in_route(a.addr, topic) == {"broker-a"}
     finally:
         producer.shutdown()
+
+
+@pytest.mark.timeout(120)
+def test_namesrv_addr_from_environment(broker_factory, tmp_path):
+    import sys
+
+    from tests.procs import ServerProcess, free_port
+
+    ns = broker_factory.namesrv()
+    port = free_port()
+    args = [sys.executable, "-m", "broker.cli", "--store", str(tmp_path / "env-store"), "--port", str(port)]
+    args += ["-o", "brokerName=broker-env", "-o", "warmMapedFileEnable=false", "-o", "mappedFileSizeCommitLog=4194304"]
+    proc = ServerProcess(args, tmp_path / "env-broker.log", env={"NAMESRV_ADDR": ns.addr}).start()
+    try:
+        proc.wait_port(port)
+        with raw_client(f"127.0.0.1:{port}") as c:
+            assert c.send(message("EnvT")).status.code == OK
+        wait_until(lambda: _brokers_in_route(ns.addr, "EnvT") == {"broker-env"}, 15, what="registration via env")
+    finally:
+        assert proc.stop() == 0

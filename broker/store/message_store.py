@@ -86,6 +86,8 @@ class DefaultMessageStore:
         self._index_enqueued = 0
         self._index_done = 0
         self._waiters: list[_FlushWaiter] = []
+        self._in_flight: list[_FlushWaiter] = []
+        self._finish_lock = threading.Lock()
         self._flush_cond = threading.Condition()
         self._running = False
         self._threads: list[threading.Thread] = []
@@ -169,6 +171,8 @@ class DefaultMessageStore:
         ]
         if self.config.messageIndexEnable:
             specs.append(("IndexDispatchService", self._index_loop))
+        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
+            specs.append(("FlushTimeoutService", self._flush_timeout_loop))
         for name, target in specs:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -326,6 +330,7 @@ class DefaultMessageStore:
                 if not self._waiters:
                     self._flush_cond.wait(timeout=interval)
                 waiters, self._waiters = self._waiters, []
+                self._in_flight = waiters
             try:
                 flushed = self.commitlog.flush()
             except OSError as exc:
@@ -337,24 +342,37 @@ class DefaultMessageStore:
         self._complete_waiters(waiters, self.commitlog.flush())
 
     def _complete_waiters(self, waiters: list[_FlushWaiter], flushed: int) -> None:
-        now = time.monotonic()
         pending: list[_FlushWaiter] = []
         for w in waiters:
+            if w.future.done():
+                continue  # already answered FLUSH_DISK_TIMEOUT by the timeout watcher
             if w.end_offset <= flushed:
-                w.future.set_result(w.results)
-            elif now >= w.deadline:
+                self._finish(w, w.results)
+            else:
+                pending.append(w)
+        with self._flush_cond:
+            self._in_flight = []
+            self._waiters.extend(pending)
+
+    def _finish(self, w: _FlushWaiter, results: list[PutMessageResult]) -> None:
+        with self._finish_lock:  # the flush thread and the timeout watcher may race for one waiter
+            if not w.future.done():
+                w.future.set_result(results)
+
+    def _flush_timeout_loop(self) -> None:
+        """Answer FLUSH_DISK_TIMEOUT to writers waiting longer than ``syncFlushTimeout``, even mid-flush."""
+        while not self._stop.wait(0.01):
+            now = time.monotonic()
+            with self._flush_cond:
+                candidates = [w for w in (*self._waiters, *self._in_flight) if now >= w.deadline]
+            for w in candidates:
                 timed_out = [
                     PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out")
                     if r.ok
                     else r
                     for r in w.results
                 ]
-                w.future.set_result(timed_out)
-            else:
-                pending.append(w)
-        if pending:
-            with self._flush_cond:
-                self._waiters.extend(pending)
+                self._finish(w, timed_out)
 
     def _index_loop(self) -> None:
         while True:

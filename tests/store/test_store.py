@@ -163,3 +163,25 @@ def test_delete_topic(store_factory: StoreFactory, flush: FlushDiskType) -> None
     store.delete_topics(["Gone"])
     assert "Gone" not in store.topics()
     assert store.get_message("g", "Gone", 0, 0, 1).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+
+
+def test_slow_disk_gives_flush_disk_timeout_and_data_stays(store_factory: StoreFactory, monkeypatch) -> None:
+    """A flush slower than syncFlushTimeout answers FLUSH_DISK_TIMEOUT, not an error; the message is kept."""
+    import broker.store.mapped_file as mapped_file
+
+    store = store_factory(flushDiskType=FlushDiskType.SYNC_FLUSH, syncFlushTimeout=100)
+    assert store.put_message(msg(0)).ok
+    real = mapped_file.os.fdatasync
+
+    def slow_disk(fd: int) -> None:
+        time.sleep(0.5)
+        real(fd)
+
+    monkeypatch.setattr(mapped_file.os, "fdatasync", slow_disk)
+    started = time.monotonic()
+    r = store.put_message(msg(1))
+    assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert time.monotonic() - started < 0.45, "the writer must not wait for the slow flush to finish"
+    monkeypatch.setattr(mapped_file.os, "fdatasync", real)
+    got = store.get_message("g", "T", 0, 1, 1)
+    assert got.status is GetMessageStatus.FOUND and got.messages[0].body == msg(1).body

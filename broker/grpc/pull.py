@@ -94,9 +94,9 @@ class PullService:
             if result.status is GetMessageStatus.FOUND:
                 yield service_pb2.PullMessageResponse(status=ok_status())
                 for m in result.messages:
-                    yield service_pb2.PullMessageResponse(
-                        message=to_v2_message(m, delivery_attempt=m.reconsume_times + 1)
-                    )
+                    resp = service_pb2.PullMessageResponse()
+                    to_v2_message(m, delivery_attempt=m.reconsume_times + 1, into=resp.message)
+                    yield resp
                 yield service_pb2.PullMessageResponse(next_offset=result.next_begin_offset)
                 return
             if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):

@@ -29,6 +29,7 @@ class PopConfig:
     defaultInvisibleTimeMills: int = 60_000  # push consumers (auto_renew) get this and server-side renewal
     renewAheadTimeMillis: int = 10_000
     renewMaxTimeMillis: int = 3 * HOUR_MS
+    popClientGraceMs: int = 30_000  # after a restart, unknown clients count as alive this long (heartbeat is 10 s)
     popRenewIntervalMs: int = 1_000  # how often auto-renew and journal compaction are checked
     maxPopBatchSize: int = 32
     popPollingMaxMs: int = 20_000

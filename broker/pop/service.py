@@ -103,9 +103,11 @@ class PopService:
         self._task: asyncio.Task[None] | None = None
         self._committed: dict[QueueKey, int] = {}
         self.stats = PopStats()
+        self._started_at = time.monotonic()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
+        self._started_at = time.monotonic()
         self.journal.recover(self.state)
         self.state.sink = self.journal.append
         self.journal.start_sync_thread()
@@ -156,7 +158,10 @@ class PopService:
         self.ctx.long_polling.notify(key[1], key[2], None)
 
     def _client_alive(self, client_id: str) -> bool:
-        return not client_id or self.ctx.telemetry.client(client_id) is not None
+        if not client_id or self.ctx.telemetry.client(client_id) is not None:
+            return True
+        # Just after a restart clients have not heartbeated yet (every 10 s): do not release their messages.
+        return (time.monotonic() - self._started_at) * 1000 < self.config.popClientGraceMs
 
     def _on_client_change(self, event: ClientEvent, client: ClientInfo) -> None:
         if event in (ClientEvent.UNREGISTERED, ClientEvent.EXPIRED):
@@ -302,7 +307,9 @@ class PopService:
             return
         if not popped:
             yield service_pb2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
-        else:
+            yield self._delivery_timestamp()
+            return
+        try:
             yield service_pb2.ReceiveMessageResponse(status=ok_status())
             namespace = request.message_queue.topic.resource_namespace
             for p in popped:
@@ -316,7 +323,27 @@ class PopService:
                         namespace=namespace,
                     )
                 )
-        yield self._delivery_timestamp()
+            yield self._delivery_timestamp()
+        except (GeneratorExit, asyncio.CancelledError):
+            # The call ended before the client had them all; auto-renew would otherwise hide them for hours.
+            self.release(popped)
+            raise
+
+    def release(self, popped: list[Popped]) -> int:
+        """Make popped-but-undelivered messages visible again now (their handles become stale)."""
+        now_ms = _now_ms()
+        released = 0
+        for p in popped:
+            key, f = p.delivery.key, p.delivery.flight
+            qs = self.state.queue(key)
+            if qs is None or qs.inflight.get(f.offset) is not f:
+                continue
+            self.state.change(key, f.offset, now_ms, 0, new_seq=True, auto_renew=False)
+            self._visibility_changed(key)
+            released += 1
+        if released:
+            log.info("released messages of an interrupted receive", count=released)
+        return released
 
     @staticmethod
     def _delivery_timestamp() -> service_pb2.ReceiveMessageResponse:
@@ -359,8 +386,12 @@ class PopService:
             if want <= 0:
                 break
             out.extend(self._pop_queue(req, req.queue_ids[(start + i) % n], want, now_ms, dead))
-        for key, f, msg in dead:
-            await self._to_dlq(key, f, msg)
+        try:
+            for key, f, msg in dead:
+                await self._to_dlq(key, f, msg)
+        except asyncio.CancelledError:
+            self.release(out)
+            raise
         return out
 
     def _init_offset(self, key: QueueKey) -> int:

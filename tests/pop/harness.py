@@ -46,7 +46,11 @@ class GrpcContextStub:
 
 
 FAST_POP = PopConfig(
-    minInvisibleTimeMillsForRecv=100, popRenewIntervalMs=50, popJournalFlushIntervalMs=50, renewAheadTimeMillis=200
+    minInvisibleTimeMillsForRecv=100,
+    popClientGraceMs=0,
+    popRenewIntervalMs=50,
+    popJournalFlushIntervalMs=50,
+    renewAheadTimeMillis=200,
 )
 
 

@@ -366,3 +366,36 @@ def test_fifo_parked_receive_wakes_on_ack_without_spinning(tmp_path):
         assert core.pop.stats.delivered == pops_before + 1
 
     run(tmp_path, body)
+
+
+def test_interrupted_receive_releases_its_messages(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.put(T, b"lost-in-transit")
+        stream = core.pop.receive(receive_request(G, T, invisible_ms=None, auto_renew=True), GrpcContextStub())
+        first = await stream.__anext__()
+        assert first.status.code == Code.OK
+        await stream.aclose()  # the call was cancelled before the message went out
+        _, again, _ = await receive(core, receive_request(G, T))
+        assert bodies(again) == [b"lost-in-transit"]
+
+    run(tmp_path, body)
+
+
+def test_unknown_client_is_trusted_only_during_the_startup_grace(tmp_path):
+    async def body(core: Core) -> None:
+        core.pop.config.defaultInvisibleTimeMills = 1000
+        core.topic(T)
+        core.put(T, b"g")
+        ctx = GrpcContextStub(client_id="ghost")  # never registered with the TelemetryHub
+        _, [_msg], _ = await receive(core, receive_request(G, T, invisible_ms=None, auto_renew=True), ctx)
+        key = (G, T, 0)
+        flight = core.pop.state.queues[key].inflight[0]
+        core.pop.config.popClientGraceMs = 60_000
+        core.pop.renew(flight.visible_at_ms - 100)
+        assert flight.auto_renew  # renewed: still inside the grace period
+        core.pop.config.popClientGraceMs = 0
+        core.pop.renew(flight.visible_at_ms - 100)
+        assert not flight.auto_renew  # no such client: let it come back
+
+    run(tmp_path, body)

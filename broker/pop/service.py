@@ -314,15 +314,16 @@ class PopService:
             namespace = request.message_queue.topic.resource_namespace
             for p in popped:
                 f = p.delivery.flight
-                yield service_pb2.ReceiveMessageResponse(
-                    message=to_v2_message(
-                        p.message,
-                        receipt_handle=p.delivery.handle.encode(),
-                        delivery_attempt=f.attempts,
-                        invisible_duration_s=f.invisible_ms / 1000,
-                        namespace=namespace,
-                    )
+                response = service_pb2.ReceiveMessageResponse()
+                to_v2_message(
+                    p.message,
+                    receipt_handle=p.delivery.handle.encode(),
+                    delivery_attempt=f.attempts,
+                    invisible_duration_s=f.invisible_ms / 1000,
+                    namespace=namespace,
+                    into=response.message,
                 )
+                yield response
             yield self._delivery_timestamp()
         except (GeneratorExit, asyncio.CancelledError):
             # The call ended before the client had them all; auto-renew would otherwise hide them for hours.

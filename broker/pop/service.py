@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from common.validation import validate_group, validate_topic
 log = get_logger("broker.pop")
 
 _HELD_BACK_RECHECK_S = 0.5
+_ATTEMPT_CACHE_SIZE = 4096
 _QUEUE_REPLACED = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY,
     GetMessageStatus.NO_MESSAGE_IN_QUEUE,
@@ -64,6 +66,7 @@ class PopRequest:
     max_attempts: int
     client_id: str
     polling_s: float
+    attempt_id: str = ""
 
 
 @dataclass
@@ -102,6 +105,8 @@ class PopService:
         self._round_robin: dict[tuple[str, str], int] = {}
         self._task: asyncio.Task[None] | None = None
         self._committed: dict[QueueKey, int] = {}
+        # (client id, attempt id) -> what that receive handed out: a retried receive gets the same messages.
+        self._attempts: OrderedDict[tuple[str, str], list[tuple[QueueKey, int, int]]] = OrderedDict()
         self.stats = PopStats()
         self._started_at = time.monotonic()
 
@@ -254,6 +259,7 @@ class PopService:
             gc.retry_max_times + 1,
             self._client_id(context),
             polling_s,
+            request.attempt_id if request.HasField("attempt_id") else "",
         )
 
     @staticmethod
@@ -352,8 +358,42 @@ class PopService:
         ts.GetCurrentTime()
         return service_pb2.ReceiveMessageResponse(delivery_timestamp=ts)
 
+    def _replay_attempt(self, req: PopRequest) -> list[Popped]:
+        """Messages a failed receive with this attempt id handed out that are still in flight under it."""
+        if not req.attempt_id:
+            return []
+        previous = self._attempts.get((req.client_id, req.attempt_id), [])
+        out: list[Popped] = []
+        for key, offset, seq in previous:
+            qs = self.state.queue(key)
+            f = qs.inflight.get(offset) if qs is not None else None
+            if f is None or f.seq != seq:
+                continue
+            msg = self.ctx.store.look_message_by_offset(f.commitlog_offset, f.size)
+            if msg is not None:
+                out.append(Popped(Delivery(key, f), msg))
+        return out
+
+    def _remember_attempt(self, req: PopRequest, popped: list[Popped]) -> None:
+        if not req.attempt_id or not popped:
+            return
+        self._attempts[(req.client_id, req.attempt_id)] = [
+            (p.delivery.key, p.delivery.flight.offset, p.delivery.flight.seq) for p in popped
+        ]
+        while len(self._attempts) > _ATTEMPT_CACHE_SIZE:
+            self._attempts.popitem(last=False)
+
     async def pop(self, req: PopRequest) -> list[Popped]:
         """Pop now, or long-poll until a message arrives / becomes visible again, or the polling time ends."""
+        replayed = self._replay_attempt(req)
+        if replayed:
+            log.info("receive retried with the same attempt id, same messages again", count=len(replayed))
+            return replayed
+        popped = await self._pop_or_wait(req)
+        self._remember_attempt(req, popped)
+        return popped
+
+    async def _pop_or_wait(self, req: PopRequest) -> list[Popped]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.polling_s
         keys = [(req.group, req.topic, q) for q in req.queue_ids]

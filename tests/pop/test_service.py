@@ -399,3 +399,24 @@ def test_unknown_client_is_trusted_only_during_the_startup_grace(tmp_path):
         assert not flight.auto_renew  # no such client: let it come back
 
     run(tmp_path, body)
+
+
+def test_retried_receive_with_same_attempt_id_gets_the_same_messages(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.put(T, b"once")
+        req = receive_request(G, T, invisible_ms=None, auto_renew=True)
+        req.attempt_id = "attempt-1"
+        _, first, _ = await receive(core, req)
+        _, retried, _ = await receive(core, req)  # the client saw an error and retries with the same id
+        assert bodies(retried) == [b"once"]
+        assert retried[0].system_properties.receipt_handle == first[0].system_properties.receipt_handle
+        fresh = receive_request(G, T, invisible_ms=None, auto_renew=True)
+        fresh.attempt_id = "attempt-2"
+        st, _, _ = await receive(core, fresh)
+        assert st.code == Code.MESSAGE_NOT_FOUND
+        await core.pop.ack(ack_request(G, T, first[0].system_properties.receipt_handle), None)
+        st, _, _ = await receive(core, req)  # acked since: nothing to replay
+        assert st.code == Code.MESSAGE_NOT_FOUND
+
+    run(tmp_path, body)

@@ -24,28 +24,30 @@ def local_route(ctx: BrokerContext, tc: TopicConfig) -> TopicRouteData:
 
 
 async def topic_route(ctx: BrokerContext, topic: str, *, auto_create: bool = True) -> TopicRouteData:
-    """The topic's route; unknown topics are auto-created here when allowed, else TOPIC_NOT_FOUND."""
+    """The topic's route: the name servers' view when it exists anywhere in the cluster, else our own queues.
+
+    A topic unknown everywhere is auto-created here when allowed (then registered at once), else TOPIC_NOT_FOUND.
+    """
     tc = ctx.topics.get(topic)
-    if tc is None and auto_create:
-        tc = ctx.topics.get_or_auto_create(topic)  # raises TOPIC_NOT_FOUND when auto-create is off
-        if ctx.registrar is not None:
-            await ctx.registrar.register_now()
-    route: TopicRouteData | None = None
     if ctx.registrar is not None:
         try:
             route = await ctx.registrar.get_route(topic)
-        except Exception as exc:
+        except Exception as exc:  # name servers down: fall back to our own queues
             log.warning("route lookup failed, answering with local queues", topic=topic, error=repr(exc))
             route = None
-    if route is not None and route.queue_datas:
-        if tc is not None and all(q.broker_name != ctx.broker_name for q in route.queue_datas):
-            # Registration not seen yet by the name server: still advertise ourselves.
-            local = local_route(ctx, tc)
-            route.queue_datas.extend(local.queue_datas)
-            route.broker_datas.extend(local.broker_datas)
-        return route
+        if route is not None and route.queue_datas:
+            if tc is not None and all(q.broker_name != ctx.broker_name for q in route.queue_datas):
+                # Our registration has not reached the name server yet: still advertise ourselves.
+                local = local_route(ctx, tc)
+                route.queue_datas.extend(local.queue_datas)
+                route.broker_datas.extend(local.broker_datas)
+            return route
     if tc is None:
-        raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+        if not auto_create:
+            raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+        tc = ctx.topics.get_or_auto_create(topic)  # TOPIC_NOT_FOUND when autoCreateTopicEnable is off
+        if ctx.registrar is not None:
+            await ctx.registrar.register_now()
     return local_route(ctx, tc)
 
 

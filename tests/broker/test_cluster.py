@@ -5,10 +5,12 @@ from __future__ import annotations
 import signal
 import time
 
+import grpc
 import pytest
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
 from rocketmq.grpc_protocol import definition_pb2
 
+from common.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import message, raw_client
 from tests.procs import wait_until
 
@@ -70,6 +72,15 @@ def test_two_brokers_two_name_servers(broker_factory):
         finally:
             second.shutdown()
         assert _stored(a.addr, topic) + _stored(b.addr, topic) == 2 + 16 + 8
+
+        # a topic living only on broker-b: broker-a routes to it without creating it locally
+        with raw_client(b.addr) as c:
+            assert c.send(message("OnlyOnBT", b"x")).status.code == OK
+        wait_until(lambda: _brokers_in_route(ns2.addr, "OnlyOnBT") == {"broker-b"}, 15, what="OnlyOnBT route")
+        assert _brokers_in_route(a.addr, "OnlyOnBT") == {"broker-b"}
+        with grpc.insecure_channel(a.addr) as ch:
+            listed = admin_pb2_grpc.AdminStub(ch).ListTopics(admin_pb2.ListTopicsRequest(), timeout=10).topics
+        assert "OnlyOnBT" not in {t.topic_name for t in listed}
 
         t0 = time.monotonic()
         b.stop(signal.SIGKILL)  # no unregistration: the name server must expire it

@@ -35,6 +35,7 @@ class LongPollingService:
         self._loop = loop
         self._offsets = offsets
         self._waiters: dict[str, set[_Waiter]] = {}
+        self._closed = False
 
     @property
     def waiting(self) -> int:
@@ -73,7 +74,7 @@ class LongPollingService:
         ``ready`` is re-checked after the waiter is registered, closing the race with an arrival in between;
         when ``queue_id`` and ``min_offset`` are given the store's max offset is checked the same way.
         """
-        if timeout <= 0:
+        if timeout <= 0 or self._closed:
             return False
         waiter = _Waiter(queue_id, min_offset, self._loop.create_future())
         self._waiters.setdefault(topic, set()).add(waiter)
@@ -101,7 +102,8 @@ class LongPollingService:
                 waiter.future.cancel()
 
     def wake_all(self) -> None:
-        """At shutdown: release every parked request so streams end before the server stops."""
+        """At shutdown: release every parked request (they see False) and refuse new waits."""
+        self._closed = True
         for waiters in self._waiters.values():
             for w in waiters:
                 if not w.future.done():

@@ -115,9 +115,8 @@ class PullService:
                 break
             if offset < ctx.store.get_max_offset_in_queue(topic, qid):
                 continue  # filtered a full scan window; keep scanning
-            await ctx.long_polling.wait(topic, qid, offset, left)
-            if time.monotonic() >= deadline and ctx.store.get_max_offset_in_queue(topic, qid) <= offset:
-                break
+            if not await ctx.long_polling.wait(topic, qid, offset, left):
+                break  # timed out, or the broker is shutting down
         yield service_pb2.PullMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
         yield service_pb2.PullMessageResponse(next_offset=offset)
 

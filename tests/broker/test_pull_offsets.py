@@ -102,3 +102,26 @@ def test_pull_long_polling_wakes_on_arrival(broker):
         assert r.status.code == OK, r.status
         assert r.messages and r.messages[0].body.startswith(b"late")
         assert 0.4 <= waited < 2.0, f"long poll took {waited:.2f}s"
+
+
+def test_sigterm_releases_parked_pulls(broker):
+    with raw_client(broker.addr) as c:
+        assert c.send(message("ParkT", b"x")).status.code == OK
+        end = c.query_offset("ParkT", 0, definition_pb2.QueryOffsetPolicy.END).offset
+    result = {}
+
+    def park() -> None:
+        with raw_client(broker.addr) as p:
+            t0 = time.monotonic()
+            result["status"] = p.pull("g", "ParkT", 0, end, polling_s=20).status.code
+            result["took"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=park)
+    thread.start()
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    assert broker.stop() == 0
+    stop_took = time.monotonic() - t0
+    thread.join(10)
+    assert result["status"] == NOT_FOUND
+    assert result["took"] < 5 and stop_took < 2.0, (result, stop_took)

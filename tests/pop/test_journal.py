@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from broker.pop.journal import PopJournal
-from broker.pop.state import InFlight, PopState
+from broker.pop.state import InFlight, PopState, Record
 
 KEY = ("g", "t", 1)
 
@@ -89,4 +92,27 @@ def test_stale_journal_from_interrupted_compaction_is_removed(tmp_path):
     st2, j2 = open_state(tmp_path)
     assert st2.to_snapshot() == st.to_snapshot()
     assert not (tmp_path / "journal.0").exists()
+    j2.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(fraction=st.floats(min_value=0, max_value=1))
+def test_any_truncation_recovers_a_prefix_of_the_records(tmp_path_factory, fraction):
+    """A crash can cut the journal anywhere: recovery keeps exactly the whole records before the cut."""
+    path = tmp_path_factory.mktemp("j")
+    log: list[Record] = []
+    st_, j = open_state(path)
+    st_.sink = lambda rec: (log.append(rec), j.append(rec))  # type: ignore[func-returns-value]
+    populate(st_)
+    j.close()
+    journal = path / "journal.0"
+    data = journal.read_bytes()
+    cut = int(len(data) * fraction)
+    journal.write_bytes(data[:cut])
+    whole = data[:cut].count(b"\n")
+    expected = PopState()
+    for rec in log[:whole]:
+        expected.apply(rec)
+    got, j2 = open_state(path)
+    assert got.to_snapshot() == expected.to_snapshot() and j2.records_replayed == whole
     j2.close()

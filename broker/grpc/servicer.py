@@ -111,12 +111,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def PullMessage(
         self, request: service_pb2.PullMessageRequest, context: Any
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
+        sent_status = False
         try:
             async for response in self.puller.pull(request, context):
+                sent_status = sent_status or response.HasField("status")
                 yield response
         except Exception as exc:
             log.exception("PullMessage failed", error=repr(exc))
-            yield service_pb2.PullMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
+            if not sent_status:
+                yield service_pb2.PullMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
 
     async def GetOffset(self, request: service_pb2.GetOffsetRequest, context: Any) -> service_pb2.GetOffsetResponse:
         return await guarded("GetOffset", service_pb2.GetOffsetResponse, lambda: self.puller.get_offset(request))
@@ -145,8 +148,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         if self.pop is None:
             yield service_pb2.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, "receive is not available"))
             return
-        async for response in self.pop.receive(request, context):
-            yield response
+        sent_status = False
+        try:
+            async for response in self.pop.receive(request, context):
+                sent_status = sent_status or response.HasField("status")
+                yield response
+        except Exception as exc:
+            # The client needs exactly one status and a completed stream (protocol §7.1), even on a bug.
+            log.exception("ReceiveMessage failed", error=repr(exc))
+            if not sent_status:
+                yield service_pb2.ReceiveMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
 
     async def AckMessage(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
         return await guarded("AckMessage", service_pb2.AckMessageResponse, lambda: self._pop().ack(request, context))

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,7 +296,7 @@ class PopService:
 
     async def receive(
         self, request: service_pb2.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+    ) -> AsyncGenerator[service_pb2.ReceiveMessageResponse, None]:
         """Status first, then the messages, then ``delivery_timestamp``; always ends before the deadline (§7.1)."""
         try:
             req = self._validate(request, context)

@@ -5,6 +5,7 @@ PullMessage streams one status, the messages, then one ``next_offset`` (protocol
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -114,7 +115,8 @@ class PullService:
             if result.status not in _AT_END or left <= 0:
                 break
             if offset < ctx.store.get_max_offset_in_queue(topic, qid):
-                continue  # filtered a full scan window; keep scanning
+                await asyncio.sleep(0)  # a filter skipped a whole scan window: keep scanning, but let others run
+                continue
             if not await ctx.long_polling.wait(topic, qid, offset, left):
                 break  # timed out, or the broker is shutting down
         yield service_pb2.PullMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))

@@ -33,6 +33,7 @@ from common.validation import (
     validate_user_properties,
 )
 
+_NOT_YET = frozenset({MessageKind.DELAY, MessageKind.TRANSACTION})
 _OK = ok_status()  # shared: protobuf copies it into each entry
 # google.protobuf.Timestamp's valid range ends at 9999-12-31 (a ms value in .seconds lands far beyond it, P22).
 MAX_TIMESTAMP_SECONDS = 253_402_300_799
@@ -120,6 +121,11 @@ class SendService:
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
             )
         kinds = {kind_of_v2(m) for m in messages}
+        unsupported = kinds & _NOT_YET
+        if unsupported:
+            # Stored as-is they would be consumable at once (no timer / half-message service yet): refuse clearly.
+            names = ", ".join(sorted(k.value for k in unsupported))
+            raise MQError(Code.NOT_IMPLEMENTED, f"{names} messages are not supported by this broker yet")
         tc = self.ctx.topics.get_or_auto_create(topic, _topic_type_for(kinds))
         if not PermName.is_writeable(tc.perm):
             raise MQError(Code.FORBIDDEN, f"topic {topic!r} is not writeable on broker {self.ctx.broker_name}")

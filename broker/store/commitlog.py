@@ -37,23 +37,47 @@ class CommitLog:
             if mf.end_offset <= offset:
                 mf.wrote_position = mf.flushed_position = mf.size
 
-    def append(self, msg: MessageExtBrokerInner, enc: codec.Encoded, queue_offset: int, store_ts: int) -> int:
-        """Write one record and return its physical offset; the caller holds the store's put lock."""
-        if enc.size > self.files.file_size - codec.BLANK.size:
-            raise codec.RecordError(
-                f"record of {enc.size} bytes does not fit a commitlog segment of {self.files.file_size} bytes"
-            )
-        mf = self.files.get_last_or_create()
-        if enc.size + codec.BLANK.size > mf.remaining():
-            # Leave room for the blank marker; the record starts the next segment.
-            codec.write_blank(mf.view, mf.wrote_position, mf.remaining())
-            mf.wrote_position = mf.size
-            mf = self.files.get_last_or_create()
-        pos = mf.wrote_position
-        phys = mf.start_offset + pos
-        codec.write_record(mf.view, pos, msg, enc, queue_offset, phys, store_ts)
-        mf.wrote_position = pos + enc.size
-        return phys
+    def append_batch(
+        self,
+        batch: list[tuple[MessageExtBrokerInner, codec.Encoded, int]],
+        store_ts: int,
+        store_host: tuple[str, int],
+    ) -> tuple[list[int], OSError | None]:
+        """Write ``(msg, enc, queue_offset)`` records in order; the caller holds the put lock.
+
+        Records are encoded per segment into one buffer and copied into the map once. Returns the physical
+        offsets of the records written (a prefix of ``batch``) and the error that stopped the rest, if any.
+        Every ``enc.size`` must fit an empty segment (checked by the caller).
+        """
+        written: list[int] = []
+        limit = self.files.file_size - codec.BLANK.size
+        i, n = 0, len(batch)
+        try:
+            while i < n:
+                mf = self.files.get_last_or_create()
+                start = pos = mf.wrote_position
+                chunk: list[tuple[MessageExtBrokerInner, codec.Encoded, int, int]] = []
+                base = mf.start_offset
+                while i < n:
+                    msg, enc, queue_offset = batch[i]
+                    if pos + enc.size > limit:
+                        break
+                    chunk.append((msg, enc, queue_offset, base + pos))
+                    pos += enc.size
+                    i += 1
+                if not chunk and start == 0:
+                    raise codec.RecordError(f"record of {batch[i][1].size} bytes does not fit a segment")
+                if chunk:
+                    mf.view[start:pos] = codec.encode_batch(chunk, store_ts, store_host)
+                    mf.wrote_position = pos
+                    written.extend(c[3] for c in chunk)
+                if i < n:
+                    # The next record does not fit: leave the blank marker, continue in the next segment.
+                    codec.write_blank(mf.view, pos, mf.size - pos)
+                    mf.wrote_position = mf.size
+        except OSError as exc:
+            return written, exc
+        return written, None
 
     def flush(self) -> int:
         return self.files.flush()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from broker.store import codec
 from broker.store.checkpoint import StoreCheckpoint
@@ -55,8 +56,9 @@ class StoreStats:
 class _FlushWaiter:
     end_offset: int
     deadline: float = field(compare=False)
-    future: concurrent.futures.Future[list[PutMessageResult]] = field(compare=False)
+    future: concurrent.futures.Future[Any] = field(compare=False)
     results: list[PutMessageResult] = field(compare=False)
+    single: bool = field(default=False, compare=False)  # the future wants results[0], not the list
 
 
 class DefaultMessageStore:
@@ -77,6 +79,7 @@ class DefaultMessageStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.stats = StoreStats()
         self._put_lock = threading.Lock()
+        self._max_record_size = config.mappedFileSizeCommitLog - codec.BLANK.size
         self._listeners: list[ArrivingListener] = []
         self._dispatchers: list[CommitLogDispatcher] = []
         self._index_queue: queue.SimpleQueue[list[tuple[str, tuple[str, ...], str | None, int, int, int]] | None] = (
@@ -217,16 +220,12 @@ class DefaultMessageStore:
         return cq
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        return self.put_messages_async([msg]).result()[0]
+        return self.put_message_async(msg).result()
 
     def put_message_async(self, msg: MessageExtBrokerInner) -> concurrent.futures.Future[PutMessageResult]:
-        outer: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
-
-        def done(f: concurrent.futures.Future[list[PutMessageResult]]) -> None:
-            outer.set_result(f.result()[0])
-
-        self.put_messages_async([msg]).add_done_callback(done)
-        return outer
+        future: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
+        self._put([msg], future, single=True)
+        return future
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> list[PutMessageResult]:
         return self.put_messages_async(msgs).result()
@@ -236,73 +235,100 @@ class DefaultMessageStore:
     ) -> concurrent.futures.Future[list[PutMessageResult]]:
         """Append ``msgs`` under one lock; the future resolves once they are durable per ``flushDiskType``."""
         future: concurrent.futures.Future[list[PutMessageResult]] = concurrent.futures.Future()
+        self._put(msgs, future, single=False)
+        return future
+
+    def _put(self, msgs: list[MessageExtBrokerInner], future: concurrent.futures.Future[Any], single: bool) -> None:
+        """Append, dispatch, then resolve ``future`` now (ASYNC_FLUSH) or once a flush covers the batch."""
         if not self._running:
-            future.set_result(
-                [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * len(msgs)
-            )
-            return future
-        results: list[PutMessageResult] = []
+            refused = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
+            future.set_result(refused[0] if single else refused * len(msgs))
+            return
+        host = self.store_host
         for m in msgs:
-            m.store_host = self.store_host  # the record carries the host that stored it, as the message id does
-        prepared: list[codec.Encoded | PutMessageResult] = [self._prepare(m) for m in msgs]
+            m.store_host = host  # the record carries the host that stored it, as the message id does
+        prepare = self._prepare
+        prepared = [prepare(m) for m in msgs]
+        results: list[PutMessageResult] = []
         arrived: dict[tuple[str, int], int] = {}
         appended: list[tuple[MessageExtBrokerInner, AppendMessageResult]] = []
         index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
         index_enabled = self.config.messageIndexEnable
         queues = self.queues
-        append = self.commitlog.append
-        host = self.store_host
         ok = PutMessageStatus.PUT_OK
+        keys_prop = mc.PROPERTY_KEYS
+        uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         with self._put_lock:
             now = int(self.clock() * 1000)
+            batch: list[tuple[MessageExtBrokerInner, codec.Encoded, int]] = []
+            next_offsets: dict[tuple[str, int], int] = {}
+            for msg, enc in zip(msgs, prepared, strict=True):
+                if isinstance(enc, PutMessageResult):
+                    continue
+                key = (msg.topic, msg.queue_id)
+                queue_offset = next_offsets.get(key)
+                if queue_offset is None:
+                    queue_offset = (queues.get(key) or self._queue(*key)).max_offset
+                next_offsets[key] = queue_offset + 1
+                batch.append((msg, enc, queue_offset))
+            written, error = self.commitlog.append_batch(batch, now, host) if batch else ([], None)
+            if error is not None:
+                log.error("commitlog append failed", extra={"error": str(error)})
+            # Queue entries and results; the records of ``batch`` past ``written`` were not stored.
+            cq_entries: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = {}
+            j = 0
             for msg, enc in zip(msgs, prepared, strict=True):
                 if isinstance(enc, PutMessageResult):
                     results.append(enc)
                     continue
-                key = (msg.topic, msg.queue_id)
-                cq = queues.get(key) or self._queue(*key)
-                queue_offset = cq.max_offset
-                try:
-                    phys = append(msg, enc, queue_offset, now)
-                except codec.RecordError as exc:
-                    results.append(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(exc)))
+                if j >= len(written):
+                    results.append(
+                        PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
+                    )
                     continue
-                except OSError as exc:
-                    log.error("commitlog append failed", extra={"error": str(exc)})
-                    results.append(PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(exc)))
-                    continue
+                queue_offset = batch[j][2]
+                phys = written[j]
+                j += 1
                 size = enc.size
-                cq.put(queue_offset, phys, size, enc.tags_code)
+                key = (msg.topic, msg.queue_id)
+                entry = cq_entries.get(key)
+                if entry is None:
+                    cq_entries[key] = (queue_offset, [(phys, size, enc.tags_code)])
+                else:
+                    entry[1].append((phys, size, enc.tags_code))
+                arrived[key] = queue_offset + 1
                 ar = AppendMessageResult(phys, size, host, now, queue_offset)
                 results.append(PutMessageResult(ok, ar))
                 appended.append((msg, ar))
-                arrived[key] = queue_offset + 1
                 if index_enabled:
                     props = msg.properties
-                    uniq = props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                    keys = tuple(msg.keys) if mc.PROPERTY_KEYS in props else ()
+                    uniq = props.get(uniq_prop)
+                    keys = tuple(msg.keys) if keys_prop in props else ()
                     if keys or uniq:
                         index_jobs.append((msg.topic, keys, uniq, phys, size, now))
+            for key, (first, entries) in cq_entries.items():
+                queues[key].put_batch(first, entries)
             if index_jobs:
                 self._index_enqueued += 1
                 self._index_queue.put(index_jobs)
             end_offset = self.commitlog.max_offset
             self.stats.put_messages += len(appended)
             self.stats.put_bytes += sum(ar.wrote_bytes for _, ar in appended)
-        for msg, ar in appended:
-            for d in self._dispatchers:
-                d.dispatch(msg, ar)
+        if self._dispatchers:
+            for msg, ar in appended:
+                for d in self._dispatchers:
+                    d.dispatch(msg, ar)
         for (topic, qid), max_offset in arrived.items():
             for listener in self._listeners:
                 listener(topic, qid, max_offset)
         if not appended or self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH:
-            future.set_result(results)
-            return future
-        waiter = _FlushWaiter(end_offset, time.monotonic() + self.config.syncFlushTimeout / 1000, future, results)
+            future.set_result(results[0] if single else results)
+            return
+        deadline = time.monotonic() + self.config.syncFlushTimeout / 1000
+        waiter = _FlushWaiter(end_offset, deadline, future, results, single)
         with self._flush_cond:
             self._waiters.append(waiter)
             self._flush_cond.notify()
-        return future
 
     def _prepare(self, msg: MessageExtBrokerInner) -> codec.Encoded | PutMessageResult:
         if len(msg.body) > self.config.maxMessageSize:
@@ -311,7 +337,7 @@ class DefaultMessageStore:
                 error=f"body is {len(msg.body)} bytes, maxMessageSize is {self.config.maxMessageSize}",
             )
         try:
-            return codec.prepare(msg)
+            enc = codec.prepare(msg)
         except codec.RecordError as exc:
             status = (
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
@@ -319,6 +345,13 @@ class DefaultMessageStore:
                 else PutMessageStatus.MESSAGE_ILLEGAL
             )
             return PutMessageResult(status, error=str(exc))
+        if enc.size > self._max_record_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                error=f"record of {enc.size} bytes does not fit a commitlog segment "
+                f"of {self.config.mappedFileSizeCommitLog} bytes",
+            )
+        return enc
 
     # ------------------------------------------------------------------ flush services
     def _flush_loop(self) -> None:
@@ -357,7 +390,7 @@ class DefaultMessageStore:
     def _finish(self, w: _FlushWaiter, results: list[PutMessageResult]) -> None:
         with self._finish_lock:  # the flush thread and the timeout watcher may race for one waiter
             if not w.future.done():
-                w.future.set_result(results)
+                w.future.set_result(results[0] if w.single else results)
 
     def _flush_timeout_loop(self) -> None:
         """Answer FLUSH_DISK_TIMEOUT to writers waiting longer than ``syncFlushTimeout``, even mid-flush."""

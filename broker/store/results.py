@@ -23,7 +23,7 @@ class PutMessageStatus(Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per message on the hot path
 class AppendMessageResult:
     wrote_offset: int
     wrote_bytes: int
@@ -38,7 +38,7 @@ class AppendMessageResult:
         return create_offset_message_id(self.store_host[0], self.store_host[1], self.wrote_offset)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None

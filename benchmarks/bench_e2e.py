@@ -268,6 +268,40 @@ async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_m
     }
 
 
+class _EmptyStreamer(service_pb2_grpc.MessagingServiceServicer):
+    """PullMessage that streams prebuilt messages: the gRPC streaming ceiling, no broker work at all."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.response = service_pb2.PullMessageResponse(message=definition_pb2.Message(body=b"x" * BODY_SIZE))
+
+    def PullMessage(self, request: Any, context: Any) -> Any:
+        for _ in range(self.n):
+            yield self.response
+
+
+def bench_stream_ceiling(n: int) -> dict[str, Any]:
+    """How many one-message stream responses per second Python gRPC moves between two processes here."""
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(_EmptyStreamer(n), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    client = (
+        "import time, grpc\n"
+        "from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc\n"
+        f"stub = service_pb2_grpc.MessagingServiceStub(grpc.insecure_channel('127.0.0.1:{port}'))\n"
+        "t = time.perf_counter(); n = sum(1 for _ in stub.PullMessage(service_pb2.PullMessageRequest()))\n"
+        "print(n / (time.perf_counter() - t))\n"
+    )
+    try:
+        out = subprocess.run([sys.executable, "-c", client], capture_output=True, text=True, timeout=120, check=True)
+    finally:
+        server.stop(0)
+    return {"messages": n, "msgs_per_s": round(float(out.stdout.strip()))}
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     n_official = 300 if quick else 2000
     n_batched = 20_000 if quick else 200_000
@@ -282,11 +316,13 @@ def run(quick: bool = False) -> dict[str, Any]:
             latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, seconds))
         finally:
             broker.stop()
+    ceiling = bench_stream_ceiling(5_000 if quick else 30_000)
     summary = {
         "official_sync_send_msgs_per_s": official["sync_msgs_per_s"],
         "official_async_send_msgs_per_s": official["async_msgs_per_s"],
         "batched_produce_msgs_per_s": batched["msgs_per_s"],
         "pull_consume_msgs_per_s": pull["msgs_per_s"],
+        "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k": latency["latency_ms_p50"],
@@ -298,6 +334,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "official_producer": official,
         "batched_produce": batched,
         "pull": pull,
+        "grpc_stream_ceiling": ceiling,
         "latency_1k": latency_low,
         "latency": latency,
     }

@@ -93,14 +93,24 @@ def _topic_prefix(topic: str) -> bytes:
     return TOPIC_LEN.pack(len(raw)) + raw
 
 
+@lru_cache(maxsize=4096)
+def _bare_tail(topic: str) -> bytes:
+    """The tail of a record without properties: topic length, topic, zero properties length."""
+    return _topic_prefix(topic) + PROPS_LEN.pack(0)
+
+
 def prepare(msg: MessageExtBrokerInner) -> Encoded:
-    props = encode_properties(msg.properties) if msg.properties else b""
+    properties = msg.properties
+    if not properties:
+        tail = _bare_tail(msg.topic)
+        tags_code = msg.tags_code or 0
+        return Encoded(HEADER_SIZE + len(msg.body) + len(tail) + TRAILER.size, tags_code, tail)
+    props = encode_properties(properties)
     if len(props) > MAX_PROPERTIES_BYTES:
         raise RecordError(f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}")
     tail = _topic_prefix(msg.topic) + PROPS_LEN.pack(len(props)) + props
-    tags_code = msg.tags_code
-    if tags_code is None:
-        tags_code = tags_hash_code(msg.properties.get(TAGS)) if props else 0
+    explicit = msg.tags_code
+    tags_code = tags_hash_code(properties.get(TAGS)) if explicit is None else explicit
     return Encoded(HEADER_SIZE + len(msg.body) + len(tail) + TRAILER.size, tags_code, tail)
 
 

@@ -251,7 +251,6 @@ class DefaultMessageStore:
         prepared = [prepare(m) for m in msgs]
         results: list[PutMessageResult] = []
         arrived: dict[tuple[str, int], int] = {}
-        appended: list[tuple[MessageExtBrokerInner, AppendMessageResult]] = []
         index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
         index_enabled = self.config.messageIndexEnable
         queues = self.queues
@@ -276,12 +275,14 @@ class DefaultMessageStore:
                 log.error("commitlog append failed", extra={"error": str(error)})
             # Queue entries and results; the records of ``batch`` past ``written`` were not stored.
             cq_entries: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = {}
+            n_written = len(written)
+            put_bytes = 0
             j = 0
             for msg, enc in zip(msgs, prepared, strict=True):
                 if isinstance(enc, PutMessageResult):
                     results.append(enc)
                     continue
-                if j >= len(written):
+                if j >= n_written:
                     results.append(
                         PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
                     )
@@ -290,38 +291,38 @@ class DefaultMessageStore:
                 phys = written[j]
                 j += 1
                 size = enc.size
+                put_bytes += size
                 key = (msg.topic, msg.queue_id)
                 entry = cq_entries.get(key)
                 if entry is None:
                     cq_entries[key] = (queue_offset, [(phys, size, enc.tags_code)])
                 else:
                     entry[1].append((phys, size, enc.tags_code))
-                arrived[key] = queue_offset + 1
-                ar = AppendMessageResult(phys, size, host, now, queue_offset)
-                results.append(PutMessageResult(ok, ar))
-                appended.append((msg, ar))
-                if index_enabled:
-                    props = msg.properties
+                results.append(PutMessageResult(ok, AppendMessageResult(phys, size, host, now, queue_offset)))
+                props = msg.properties
+                if index_enabled and props:
                     uniq = props.get(uniq_prop)
                     keys = tuple(msg.keys) if keys_prop in props else ()
                     if keys or uniq:
                         index_jobs.append((msg.topic, keys, uniq, phys, size, now))
             for key, (first, entries) in cq_entries.items():
                 queues[key].put_batch(first, entries)
+                arrived[key] = first + len(entries)
             if index_jobs:
                 self._index_enqueued += 1
                 self._index_queue.put(index_jobs)
             end_offset = self.commitlog.max_offset
-            self.stats.put_messages += len(appended)
-            self.stats.put_bytes += sum(ar.wrote_bytes for _, ar in appended)
-        if self._dispatchers:
-            for msg, ar in appended:
-                for d in self._dispatchers:
-                    d.dispatch(msg, ar)
+            self.stats.put_messages += n_written
+            self.stats.put_bytes += put_bytes
+        if self._dispatchers and n_written:
+            for msg, r in zip(msgs, results, strict=True):
+                if r.append_result is not None:
+                    for d in self._dispatchers:
+                        d.dispatch(msg, r.append_result)
         for (topic, qid), max_offset in arrived.items():
             for listener in self._listeners:
                 listener(topic, qid, max_offset)
-        if not appended or self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH:
+        if not n_written or self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             future.set_result(results[0] if single else results)
             return
         deadline = time.monotonic() + self.config.syncFlushTimeout / 1000

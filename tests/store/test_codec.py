@@ -98,3 +98,34 @@ def test_oversized_properties_are_refused() -> None:
         assert "32767" in str(exc)
     else:
         raise AssertionError("oversized properties were accepted")
+
+
+@given(st.lists(messages, min_size=1, max_size=6), st.integers(0, 2**40), st.integers(0, 2**42))
+@settings(max_examples=100, deadline=None)
+def test_batch_encoding_is_the_records_back_to_back(
+    msgs: list[MessageExtBrokerInner], phys: int, store_ts: int
+) -> None:
+    store_host = ("192.168.0.1", 10911)
+    items = []
+    expected = b""
+    for i, m in enumerate(msgs):
+        m.store_host = store_host
+        enc = codec.prepare(m)
+        items.append((m, enc, i, phys + len(expected)))
+        expected += codec.encode(m, i, phys + len(expected), store_ts)
+    assert codec.encode_batch(items, store_ts, store_host) == expected
+    pos = 0
+    for i, m in enumerate(msgs):
+        info = codec.check_record(expected, pos, len(expected))
+        assert info.status is ScanStatus.OK and info.queue_offset == i and info.physical_offset == phys + pos
+        assert codec.decode(expected, pos).body == m.body
+        pos += info.size
+
+
+def test_explicit_tags_code_wins_over_the_tag_hash() -> None:
+    with_tag = MessageExtBrokerInner("T", b"x", 0, {"TAGS": "a"})
+    assert codec.prepare(with_tag).tags_code == java_string_hash("a")
+    with_tag.tags_code = 42
+    assert codec.prepare(with_tag).tags_code == 42
+    assert codec.prepare(MessageExtBrokerInner("T", b"x", 0, {}, tags_code=7)).tags_code == 7
+    assert codec.prepare(MessageExtBrokerInner("T", b"x", 0)).tags_code == 0

@@ -8,7 +8,7 @@ import pytest
 
 from broker.store.config import FlushDiskType
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
-from broker.store.results import GetMessageStatus, PutMessageStatus
+from broker.store.results import AppendMessageResult, GetMessageStatus, PutMessageStatus
 from common.msgid import decode_offset_message_id
 from tests.procs import wait_until
 from tests.store.conftest import StoreFactory
@@ -185,3 +185,40 @@ def test_slow_disk_gives_flush_disk_timeout_and_data_stays(store_factory: StoreF
     monkeypatch.setattr(mapped_file.os, "fdatasync", real)
     got = store.get_message("g", "T", 0, 1, 1)
     assert got.status is GetMessageStatus.FOUND and got.messages[0].body == msg(1).body
+
+
+def test_batch_crossing_segments_keeps_order_offsets_and_blank_markers(store_factory: StoreFactory) -> None:
+    store = store_factory()  # 64 KiB commitlog segments, 256-entry consume queue segments
+    batch = [MessageExtBrokerInner(f"T{i % 2}", bytes([i % 251]) * (700 + i % 300), i % 3) for i in range(600)]
+    results = store.put_messages(batch)
+    assert all(r.ok for r in results)
+    appended = [r.append_result for r in results if r.append_result is not None]
+    phys = [a.wrote_offset for a in appended]
+    assert phys == sorted(phys) and len(store.commitlog.files.files) > 5
+    seg = store.config.mappedFileSizeCommitLog
+    assert all(a.wrote_offset // seg == (a.wrote_offset + a.wrote_bytes - 1) // seg for a in appended)
+    for topic in ("T0", "T1"):
+        for q in range(3):
+            mine = [(m, r) for m, r in zip(batch, results, strict=True) if m.topic == topic and m.queue_id == q]
+            got = store.get_message("g", topic, q, 0, 1000, max_total_bytes=1 << 30).messages
+            assert [m.body for m in got] == [m.body for m, _ in mine]
+            assert [m.queue_offset for m in got] == [r.append_result.logics_offset for _, r in mine]  # type: ignore[union-attr]
+            assert [m.queue_offset for m in got] == list(range(len(mine)))
+    # A restart after a crash re-scans the same records across the blank markers.
+    infos = [i for i in store.commitlog.scan(0) if i.status.name == "OK"]
+    assert [i.physical_offset for i in infos] == phys
+
+
+def test_dispatchers_see_every_stored_message_once(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    seen: list[tuple[str, int, int]] = []
+
+    class Recorder:
+        def dispatch(self, m: MessageExtBrokerInner, result: AppendMessageResult) -> None:
+            seen.append((m.topic, result.logics_offset, result.wrote_offset))
+
+    store.add_dispatcher(Recorder())
+    store.put_messages([msg(0), MessageExtBrokerInner("T", b"x" * 10**7, 0), msg(1)])
+    results = [store.put_message(msg(2))]
+    assert [s[1] for s in seen] == [0, 1, 2]
+    assert seen[-1][2] == results[0].append_result.wrote_offset  # type: ignore[union-attr]

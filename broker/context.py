@@ -18,6 +18,7 @@ from broker.topic_config_manager import TopicConfigManager
 if TYPE_CHECKING:
     from broker.registration import BrokerRegistrar
     from broker.store.message_store import DefaultMessageStore
+    from broker.timer_service import TimerService
     from common.v2.telemetry import TelemetryHub
 
 
@@ -33,6 +34,7 @@ class BrokerContext:
     store_host: tuple[str, int]
     loop: asyncio.AbstractEventLoop
     registrar: BrokerRegistrar | None = None  # set when name servers are configured
+    timer: TimerService | None = None  # delay messages; None = refused
 
     @property
     def broker_name(self) -> str:

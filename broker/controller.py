@@ -23,6 +23,7 @@ from broker.long_polling import LongPollingService
 from broker.registration import BrokerRegistrar
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
+from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from common.logging import get_logger
 from common.v2.settings import SettingsPolicy
@@ -101,6 +102,8 @@ class BrokerController:
             loop=loop,
         )
         self.ctx = ctx
+        ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
+        await ctx.timer.start()
         await telemetry.start()
         self.pop = _load_pop_service(ctx)
         if self.pop is not None:
@@ -224,6 +227,8 @@ class BrokerController:
         if self.pop is not None:
             await self.pop.shutdown()
         await ctx.telemetry.stop()
+        if ctx.timer is not None:
+            await ctx.timer.shutdown()
         ctx.offsets.persist()
         ctx.groups.persist()
         ctx.topics.persist()

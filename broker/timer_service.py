@@ -1,0 +1,163 @@
+"""Delay (timer) messages: parked in ``SCHEDULE_TOPIC_XXXX`` until their delivery time, then re-put to the real topic.
+
+A heap of due times lives in memory and is rebuilt at start by scanning the schedule queue above the persisted
+delivery floor (``config/timerProgress.json``); a crash between re-put and progress save may deliver twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from broker.json_file import read_json, write_json_atomic
+from broker.store.message import MessageExt, MessageExtBrokerInner
+from common import message_const as mc
+from common.logging import get_logger
+
+if TYPE_CHECKING:
+    from broker.store.message_store import DefaultMessageStore
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+SCHEDULE_QUEUE_ID = 0
+SCAN_BATCH = 256
+MAX_SLEEP_S = 1.0
+log = get_logger("broker.timer")
+
+
+@dataclass(order=True)
+class _Due:
+    deliver_ms: int
+    queue_offset: int
+    commitlog_offset: int = field(compare=False)
+    size: int = field(compare=False)
+
+
+def to_schedule(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
+    """Redirect a delay message into the schedule queue, remembering where it belongs."""
+    msg.properties[mc.PROPERTY_REAL_TOPIC] = msg.topic
+    msg.properties[mc.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.topic, msg.queue_id = SCHEDULE_TOPIC, SCHEDULE_QUEUE_ID
+    return msg
+
+
+def from_schedule(msg: MessageExt) -> MessageExtBrokerInner:
+    """The parked message as it is finally stored in its real topic (delivery time kept: it is a DELAY message)."""
+    props = dict(msg.properties)
+    topic = props.pop(mc.PROPERTY_REAL_TOPIC, msg.topic)
+    queue_id = int(props.pop(mc.PROPERTY_REAL_QUEUE_ID, "0"))
+    return MessageExtBrokerInner(
+        topic=topic,
+        body=msg.body,
+        queue_id=queue_id,
+        properties=props,
+        flag=msg.flag,
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        reconsume_times=msg.reconsume_times,
+    )
+
+
+def deliver_ms_of(properties: dict[str, str]) -> int:
+    raw = properties.get(mc.PROPERTY_TIMER_DELIVER_MS, "0")
+    return int(raw) if raw.isdigit() else 0
+
+
+class TimerService:
+    """Loop-bound: ``add`` after a schedule put, ``start``/``shutdown`` from the controller."""
+
+    def __init__(self, store: DefaultMessageStore, progress_path: Path) -> None:
+        self._store = store
+        self._path = progress_path
+        self._heap: list[_Due] = []
+        self._floor = 0  # every schedule offset below this was re-put
+        self._delivered: set[int] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def pending(self) -> int:
+        return len(self._heap)
+
+    def _load(self) -> None:
+        data = read_json(self._path) or {}
+        self._floor = int(data.get("floor", 0))
+        self._delivered = {int(o) for o in data.get("delivered", [])}
+        offset = max(self._floor, self._store.get_min_offset_in_queue(SCHEDULE_TOPIC, SCHEDULE_QUEUE_ID))
+        while True:
+            result = self._store.get_message("", SCHEDULE_TOPIC, SCHEDULE_QUEUE_ID, offset, SCAN_BATCH)
+            if not result.messages:
+                break
+            for m in result.messages:
+                if m.queue_offset not in self._delivered:
+                    heapq.heappush(
+                        self._heap,
+                        _Due(deliver_ms_of(m.properties), m.queue_offset, m.commitlog_offset, m.store_size),
+                    )
+            offset = result.next_begin_offset
+
+    def _save(self) -> None:
+        while self._floor in self._delivered:
+            self._delivered.discard(self._floor)
+            self._floor += 1
+        write_json_atomic(self._path, {"floor": self._floor, "delivered": sorted(self._delivered)})
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._load)
+        log.info("timer service started", pending=len(self._heap), floor=self._floor)
+        self._task = asyncio.create_task(self._run(), name="timer")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._save()
+
+    def add(self, deliver_ms: int, queue_offset: int, commitlog_offset: int, size: int) -> None:
+        heapq.heappush(self._heap, _Due(deliver_ms, queue_offset, commitlog_offset, size))
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            now_ms = int(time.time() * 1000)
+            due: list[_Due] = []
+            while self._heap and self._heap[0].deliver_ms <= now_ms:
+                due.append(heapq.heappop(self._heap))
+            if due:
+                try:
+                    await self._deliver(due)
+                except Exception as exc:
+                    log.exception("timer delivery failed, retrying", error=repr(exc))
+                    for d in due:
+                        heapq.heappush(self._heap, d)
+                    await asyncio.sleep(MAX_SLEEP_S)
+                continue
+            wait_s = MAX_SLEEP_S if not self._heap else min(MAX_SLEEP_S, (self._heap[0].deliver_ms - now_ms) / 1000)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.001, wait_s))
+
+    async def _deliver(self, due: list[_Due]) -> None:
+        inners: list[MessageExtBrokerInner] = []
+        offsets: list[int] = []
+        for d in due:
+            parked = self._store.look_message_by_offset(d.commitlog_offset, d.size)
+            if parked is None:  # removed by retention: nothing left to deliver
+                self._delivered.add(d.queue_offset)
+                continue
+            inners.append(from_schedule(parked))
+            offsets.append(d.queue_offset)
+        if inners:
+            results = await asyncio.wrap_future(self._store.put_messages_async(inners))
+            failed = [r for r in results if not r.ok]
+            if failed:
+                raise RuntimeError(f"re-put failed: {failed[0].status.value} {failed[0].error}")
+        self._delivered.update(offsets)
+        await asyncio.to_thread(self._save)

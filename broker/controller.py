@@ -196,6 +196,7 @@ class BrokerController:
                 backlog=self.backlog(),
                 clients=len(self.ctx.telemetry.clients()),
                 long_polling=self.ctx.long_polling.waiting,
+                timer_pending=self.ctx.timer.pending if self.ctx.timer else 0,
             )
             last_put, last_get, last_t = put, got, now
 

@@ -290,6 +290,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "groupCount": str(len(ctx.groups.all())),
                 "clientCount": str(len(ctx.telemetry.clients())),
                 "longPollingWaiting": str(ctx.long_polling.waiting),
+                "timerPending": str(ctx.timer.pending if ctx.timer else 0),
                 "namesrvAddr": ctx.config.namesrvAddr,
             }
             return admin_pb2.BrokerRuntimeInfoResponse(status=_ok(), info=info)

@@ -34,6 +34,9 @@ class BrokerConfig:
     clientExpireMs: int = 120_000  # a client with no heartbeat for this long leaves its group's assignment
     longPollingMaxMs: int = 20_000
     enableTopicMessageTypeCheck: bool = True
+    transactionTimeOut: int = 6_000  # ms a half message waits before its producer is asked (RocketMQ key)
+    transactionCheckInterval: int = 30_000  # ms between orphan-check scans (RocketMQ key)
+    transactionCheckMax: int = 15  # checks before an unresolved half message is rolled back
 
     @property
     def broker_addr(self) -> str:

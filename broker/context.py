@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from broker.registration import BrokerRegistrar
     from broker.store.message_store import DefaultMessageStore
     from broker.timer_service import TimerService
+    from broker.transaction_service import TransactionService
     from common.v2.telemetry import TelemetryHub
 
 
@@ -35,6 +36,7 @@ class BrokerContext:
     loop: asyncio.AbstractEventLoop
     registrar: BrokerRegistrar | None = None  # set when name servers are configured
     timer: TimerService | None = None  # delay messages; None = refused
+    transactions: TransactionService | None = None  # half messages; None = refused
 
     @property
     def broker_name(self) -> str:

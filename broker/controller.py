@@ -25,6 +25,7 @@ from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
+from broker.transaction_service import TransactionService
 from common.logging import get_logger
 from common.v2.settings import SettingsPolicy
 from common.v2.telemetry import TelemetryHub
@@ -104,6 +105,10 @@ class BrokerController:
         self.ctx = ctx
         ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
         await ctx.timer.start()
+        ctx.transactions = TransactionService(
+            store, telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
+        )
+        await ctx.transactions.start()
         await telemetry.start()
         self.pop = _load_pop_service(ctx)
         if self.pop is not None:
@@ -230,6 +235,8 @@ class BrokerController:
         await ctx.telemetry.stop()
         if ctx.timer is not None:
             await ctx.timer.shutdown()
+        if ctx.transactions is not None:
+            await ctx.transactions.shutdown()
         ctx.offsets.persist()
         ctx.groups.persist()
         ctx.topics.persist()

@@ -17,6 +17,7 @@ from broker.grpc.convert import from_v2_message, kind_of_v2, timestamp_to_ms
 from broker.store.message import java_string_hash
 from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.timer_service import deliver_ms_of, to_schedule
+from broker.transaction_service import to_half
 from common.errors import Code, MQError
 from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 from common.route import PermName, TopicConfig, TopicMessageType
@@ -34,7 +35,6 @@ from common.validation import (
     validate_user_properties,
 )
 
-_NOT_YET = frozenset({MessageKind.TRANSACTION})
 _OK = ok_status()  # shared: protobuf copies it into each entry
 # google.protobuf.Timestamp's valid range ends at 9999-12-31 (a ms value in .seconds lands far beyond it, P22).
 MAX_TIMESTAMP_SECONDS = 253_402_300_799
@@ -122,9 +122,11 @@ class SendService:
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
             )
         kinds = {kind_of_v2(m) for m in messages}
-        unsupported = kinds & _NOT_YET
+        unsupported: set[MessageKind] = set()
         if MessageKind.DELAY in kinds and self.ctx.timer is None:
-            unsupported = unsupported | {MessageKind.DELAY}
+            unsupported.add(MessageKind.DELAY)
+        if MessageKind.TRANSACTION in kinds and self.ctx.transactions is None:
+            unsupported.add(MessageKind.TRANSACTION)
         if unsupported:
             # Stored as-is they would be consumable at once (no timer / half-message service yet): refuse clearly.
             names = ", ".join(sorted(k.value for k in unsupported))
@@ -152,22 +154,30 @@ class SendService:
         shared_queue = self._next_queue(tc)
         inners = []
         scheduled: list[tuple[int, int]] = []  # (index, deliver_ms) of messages parked for the timer
+        halves: list[int] = []  # indexes of half (transactional) messages
         now_ms = int(time.time() * 1000)
         for i, m in enumerate(messages):
             sp = m.system_properties
             qid = self._fifo_queue(tc, sp.message_group) if sp.HasField("message_group") else shared_queue
             inner = from_v2_message(m, born_host=born_host, store_host=self.ctx.store_host, queue_id=qid)
             deliver_ms = deliver_ms_of(inner.properties)
-            if deliver_ms > now_ms:
+            if sp.message_type == definition_pb2.TRANSACTION:
+                inner = to_half(inner)
+                halves.append(i)
+            elif deliver_ms > now_ms:
                 inner = to_schedule(inner)
                 scheduled.append((i, deliver_ms))
             inners.append(inner)
         results: list[PutMessageResult] = await asyncio.wrap_future(self.ctx.store.put_messages_async(inners))
-        timer = self.ctx.timer
+        timer, transactions = self.ctx.timer, self.ctx.transactions
         for i, deliver_ms in scheduled:
             ar = results[i].append_result
             if timer is not None and ar is not None:
                 timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes)
+        for i in halves:
+            ar = results[i].append_result
+            if transactions is not None and ar is not None:
+                transactions.added(ar.wrote_offset, ar.wrote_bytes, tc.topic_name, ar.store_timestamp)
         return _response(messages, results)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
@@ -186,7 +186,20 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def EndTransaction(
         self, request: service_pb2.EndTransactionRequest, context: Any
     ) -> service_pb2.EndTransactionResponse:
-        return service_pb2.EndTransactionResponse(status=status(Code.NOT_IMPLEMENTED, "transactions come later"))
+        async def run() -> service_pb2.EndTransactionResponse:
+            validate_topic(request.topic.name)
+            transactions = self.ctx.transactions
+            if transactions is None:
+                raise MQError(Code.NOT_IMPLEMENTED, "transactions are not enabled on this broker")
+            if request.resolution not in (definition_pb2.COMMIT, definition_pb2.ROLLBACK):
+                raise MQError(Code.BAD_REQUEST, f"unknown transaction resolution {request.resolution}")
+            source = definition_pb2.TransactionSource.Name(request.source)
+            await transactions.end(
+                request.topic.name, request.transaction_id, request.resolution == definition_pb2.COMMIT, source
+            )
+            return service_pb2.EndTransactionResponse(status=ok_status())
+
+        return await guarded("EndTransaction", service_pb2.EndTransactionResponse, run)
 
     async def RecallMessage(
         self, request: service_pb2.RecallMessageRequest, context: Any

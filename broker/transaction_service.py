@@ -1,0 +1,191 @@
+"""Transactional (half) messages: parked in ``RMQ_SYS_TRANS_HALF_TOPIC`` until EndTransaction, with orphan checks.
+
+Commit re-puts the message into its real topic; commit and rollback both append an op record (the half
+message's commitlog offset) to ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, so the pending set is rebuilt at start by
+replaying both topics. Unresolved halves older than the timeout are checked on a producer's Telemetry stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from broker.grpc.convert import to_v2_message
+from broker.store.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    MessageExt,
+    MessageExtBrokerInner,
+)
+from common import message_const as mc
+from common.errors import Code, MQError
+from common.logging import get_logger
+from common.msgid import decode_offset_message_id
+
+if TYPE_CHECKING:
+    from broker.store.message_store import DefaultMessageStore
+    from common.v2.telemetry import TelemetryHub
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+SCAN_BATCH = 256
+log = get_logger("broker.transaction")
+
+
+@dataclass
+class _Half:
+    commitlog_offset: int
+    size: int
+    topic: str
+    stored_ms: int
+    checks: int = 0
+    last_check_ms: int = 0
+
+
+def to_half(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
+    msg.properties[mc.PROPERTY_REAL_TOPIC] = msg.topic
+    msg.properties[mc.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.topic, msg.queue_id = HALF_TOPIC, 0
+    return msg
+
+
+def _real(msg: MessageExt) -> MessageExtBrokerInner:
+    props = dict(msg.properties)
+    topic = props.pop(mc.PROPERTY_REAL_TOPIC, msg.topic)
+    queue_id = int(props.pop(mc.PROPERTY_REAL_QUEUE_ID, "0"))
+    props.pop(mc.PROPERTY_TRANSACTION_PREPARED, None)
+    return MessageExtBrokerInner(
+        topic=topic,
+        body=msg.body,
+        queue_id=queue_id,
+        properties=props,
+        flag=msg.flag,
+        sys_flag=(msg.sys_flag & ~TRANSACTION_PREPARED_TYPE) | TRANSACTION_COMMIT_TYPE,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+    )
+
+
+class TransactionService:
+    """Loop-bound. ``timeout_ms``: age before the first check; ``max_checks``: then the half is rolled back."""
+
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        telemetry: TelemetryHub,
+        timeout_ms: int,
+        check_interval_ms: int,
+        max_checks: int,
+    ) -> None:
+        self._store = store
+        self._telemetry = telemetry
+        self._timeout_ms = timeout_ms
+        self._interval_s = check_interval_ms / 1000
+        self._max_checks = max_checks
+        self._pending: dict[int, _Half] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def _scan(self, topic: str) -> list[MessageExt]:
+        out: list[MessageExt] = []
+        offset = self._store.get_min_offset_in_queue(topic, 0)
+        while True:
+            result = self._store.get_message("", topic, 0, offset, SCAN_BATCH)
+            if not result.messages:
+                return out
+            out.extend(result.messages)
+            offset = result.next_begin_offset
+
+    def _load(self) -> None:
+        resolved = {int(m.body) for m in self._scan(OP_TOPIC) if m.body.isdigit()}
+        for m in self._scan(HALF_TOPIC):
+            if m.commitlog_offset not in resolved:
+                topic = m.properties.get(mc.PROPERTY_REAL_TOPIC, "")
+                self._pending[m.commitlog_offset] = _Half(m.commitlog_offset, m.store_size, topic, m.store_timestamp)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._load)
+        log.info("transaction service started", pending=len(self._pending))
+        self._task = asyncio.create_task(self._check_loop(), name="transaction-check")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def added(self, commitlog_offset: int, size: int, topic: str, stored_ms: int) -> None:
+        self._pending[commitlog_offset] = _Half(commitlog_offset, size, topic, stored_ms)
+
+    async def end(self, topic: str, transaction_id: str, commit: bool, source: str) -> None:
+        """Commit or roll back; INVALID_TRANSACTION_ID for a blank, malformed, unknown or finished transaction."""
+        if not transaction_id.strip():
+            raise MQError(Code.INVALID_TRANSACTION_ID, "transaction_id is blank")
+        phys = decode_offset_message_id(transaction_id).commitlog_offset
+        half = self._pending.get(phys)
+        if half is None:
+            raise MQError(Code.INVALID_TRANSACTION_ID, f"transaction {transaction_id} is unknown or already ended")
+        if half.topic != topic:
+            raise MQError(Code.INVALID_TRANSACTION_ID, f"transaction {transaction_id} belongs to topic {half.topic!r}")
+        await self._resolve(half, commit)
+        log.info("transaction ended", topic=topic, commit=commit, source=source)
+
+    async def _resolve(self, half: _Half, commit: bool) -> None:
+        parked = self._store.look_message_by_offset(half.commitlog_offset, half.size)
+        puts: list[MessageExtBrokerInner] = []
+        if commit and parked is not None:
+            puts.append(_real(parked))
+        puts.append(MessageExtBrokerInner(topic=OP_TOPIC, body=str(half.commitlog_offset).encode(), queue_id=0))
+        results = await asyncio.wrap_future(self._store.put_messages_async(puts))
+        failed = [r for r in results if not r.ok]
+        if failed:
+            raise MQError(Code.INTERNAL_SERVER_ERROR, f"end transaction store failure: {failed[0].status.value}")
+        self._pending.pop(half.commitlog_offset, None)
+
+    async def _check_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                await self.check_once()
+            except Exception as exc:
+                log.exception("transaction check failed", error=repr(exc))
+
+    async def check_once(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for half in list(self._pending.values()):
+            if now_ms - half.stored_ms < self._timeout_ms or now_ms - half.last_check_ms < self._timeout_ms:
+                continue
+            if half.checks >= self._max_checks:
+                log.warning("transaction never resolved, rolled back", topic=half.topic, checks=half.checks)
+                await self._resolve(half, commit=False)
+                continue
+            parked = self._store.look_message_by_offset(half.commitlog_offset, half.size)
+            if parked is None:
+                self._pending.pop(half.commitlog_offset, None)
+                continue
+            producers = [
+                c
+                for c in self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER)
+                if half.topic in c.topics and c.connected
+            ]
+            half.last_check_ms = now_ms
+            if not producers:
+                continue  # no producer of that topic online: ask again later, without spending a check
+            half.checks += 1
+            message = to_v2_message(parked, topic=half.topic)
+            command = service_pb2.TelemetryCommand(
+                recover_orphaned_transaction_command=service_pb2.RecoverOrphanedTransactionCommand(
+                    message=message, transaction_id=parked.msg_id
+                )
+            )
+            target = producers[half.checks % len(producers)]
+            self._telemetry.send_command(target.client_id, command)

@@ -7,6 +7,7 @@ delivery floor (``config/timerProgress.json``); a crash between re-put and progr
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import heapq
 import time
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from broker.json_file import read_json, write_json_atomic
 from broker.store.message import MessageExt, MessageExtBrokerInner
 from common import message_const as mc
+from common.errors import Code, MQError
 from common.logging import get_logger
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ class TimerService:
         self._store = store
         self._path = progress_path
         self._heap: list[_Due] = []
+        self._parked: set[int] = set()  # schedule queue offsets still waiting (recall checks this)
         self._floor = 0  # every schedule offset below this was re-put
         self._delivered: set[int] = set()
         self._wake = asyncio.Event()
@@ -82,7 +85,7 @@ class TimerService:
 
     @property
     def pending(self) -> int:
-        return len(self._heap)
+        return len(self._parked)
 
     def _load(self) -> None:
         data = read_json(self._path) or {}
@@ -95,6 +98,7 @@ class TimerService:
                 break
             for m in result.messages:
                 if m.queue_offset not in self._delivered:
+                    self._parked.add(m.queue_offset)
                     heapq.heappush(
                         self._heap,
                         _Due(deliver_ms_of(m.properties), m.queue_offset, m.commitlog_offset, m.store_size),
@@ -121,21 +125,34 @@ class TimerService:
         self._save()
 
     def add(self, deliver_ms: int, queue_offset: int, commitlog_offset: int, size: int) -> None:
+        self._parked.add(queue_offset)
         heapq.heappush(self._heap, _Due(deliver_ms, queue_offset, commitlog_offset, size))
         self._wake.set()
+
+    async def recall(self, queue_offset: int) -> bool:
+        """Cancel a parked message; False when it was already delivered (or never parked)."""
+        if queue_offset not in self._parked:
+            return False
+        self._parked.discard(queue_offset)
+        self._delivered.add(queue_offset)  # its heap entry is skipped when it comes due
+        await asyncio.to_thread(self._save)
+        return True
 
     async def _run(self) -> None:
         while True:
             now_ms = int(time.time() * 1000)
             due: list[_Due] = []
             while self._heap and self._heap[0].deliver_ms <= now_ms:
-                due.append(heapq.heappop(self._heap))
+                entry = heapq.heappop(self._heap)
+                if entry.queue_offset in self._parked:  # not recalled
+                    due.append(entry)
             if due:
                 try:
                     await self._deliver(due)
                 except Exception as exc:
                     log.exception("timer delivery failed, retrying", error=repr(exc))
                     for d in due:
+                        self._parked.add(d.queue_offset)
                         heapq.heappush(self._heap, d)
                     await asyncio.sleep(MAX_SLEEP_S)
                 continue
@@ -149,6 +166,7 @@ class TimerService:
         offsets: list[int] = []
         for d in due:
             parked = self._store.look_message_by_offset(d.commitlog_offset, d.size)
+            self._parked.discard(d.queue_offset)
             if parked is None:  # removed by retention: nothing left to deliver
                 self._delivered.add(d.queue_offset)
                 continue
@@ -161,3 +179,22 @@ class TimerService:
                 raise RuntimeError(f"re-put failed: {failed[0].status.value} {failed[0].error}")
         self._delivered.update(offsets)
         await asyncio.to_thread(self._save)
+
+
+def encode_recall_handle(topic: str, broker_name: str, deliver_ms: int, message_id: str, queue_offset: int) -> str:
+    """Opaque to clients; RocketMQ's "v1 topic broker time id" layout plus our schedule queue offset."""
+    raw = f"v1 {topic} {broker_name} {deliver_ms} {message_id} {queue_offset}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def decode_recall_handle(handle: str) -> tuple[str, str, int, str, int]:
+    """(topic, broker, deliver_ms, message_id, queue_offset); ILLEGAL... BAD_REQUEST naming the problem."""
+    try:
+        version, topic, broker, deliver_ms, message_id, offset = (
+            base64.urlsafe_b64decode(handle.encode()).decode().split(" ")
+        )
+        if version != "v1":
+            raise ValueError(version)
+        return topic, broker, int(deliver_ms), message_id, int(offset)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MQError(Code.BAD_REQUEST, f"recall handle {handle!r} is malformed") from exc

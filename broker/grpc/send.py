@@ -16,7 +16,7 @@ from broker.context import BrokerContext
 from broker.grpc.convert import from_v2_message, kind_of_v2, timestamp_to_ms
 from broker.store.message import java_string_hash
 from broker.store.results import PutMessageResult, PutMessageStatus
-from broker.timer_service import deliver_ms_of, to_schedule
+from broker.timer_service import deliver_ms_of, encode_recall_handle, to_schedule
 from broker.transaction_service import to_half
 from common.errors import Code, MQError
 from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
@@ -170,15 +170,23 @@ class SendService:
             inners.append(inner)
         results: list[PutMessageResult] = await asyncio.wrap_future(self.ctx.store.put_messages_async(inners))
         timer, transactions = self.ctx.timer, self.ctx.transactions
+        handles: dict[int, str] = {}
         for i, deliver_ms in scheduled:
             ar = results[i].append_result
             if timer is not None and ar is not None:
                 timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes)
+                handles[i] = encode_recall_handle(
+                    tc.topic_name, self.ctx.broker_name, deliver_ms, messages[i].system_properties.message_id,
+                    ar.logics_offset,
+                )  # fmt: skip
         for i in halves:
             ar = results[i].append_result
             if transactions is not None and ar is not None:
                 transactions.added(ar.wrote_offset, ar.wrote_bytes, tc.topic_name, ar.store_timestamp)
-        return _response(messages, results)
+        response = _response(messages, results)
+        for i, handle in handles.items():
+            response.entries[i].recall_handle = handle
+        return response
 
 
 def _topic_type_for(kinds: set[MessageKind]) -> TopicMessageType:

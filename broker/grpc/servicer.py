@@ -15,6 +15,7 @@ from broker.grpc.errors import guarded
 from broker.grpc.pull import PullService
 from broker.grpc.send import SendService
 from broker.routing import assignments_for, topic_route
+from broker.timer_service import decode_recall_handle
 from common.errors import Code, MQError
 from common.logging import get_logger
 from common.v2.metadata import client_meta
@@ -204,9 +205,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def RecallMessage(
         self, request: service_pb2.RecallMessageRequest, context: Any
     ) -> service_pb2.RecallMessageResponse:
-        return service_pb2.RecallMessageResponse(
-            status=status(Code.NOT_IMPLEMENTED, "recall comes with delay messages")
-        )
+        async def run() -> service_pb2.RecallMessageResponse:
+            validate_topic(request.topic.name)
+            topic, _, _, message_id, offset = decode_recall_handle(request.recall_handle)
+            if topic != request.topic.name:
+                raise MQError(Code.BAD_REQUEST, f"recall handle belongs to topic {topic!r}")
+            if self.ctx.timer is None or not await self.ctx.timer.recall(offset):
+                raise MQError(Code.NOT_FOUND, f"message {message_id} was already delivered or recalled")
+            return service_pb2.RecallMessageResponse(status=ok_status(), message_id=message_id)
+
+        return await guarded("RecallMessage", service_pb2.RecallMessageResponse, run)
 
     async def SyncLiteSubscription(
         self, request: service_pb2.SyncLiteSubscriptionRequest, context: Any

@@ -76,3 +76,29 @@ def test_official_producer_delay_send(broker):
         producer.shutdown()
     assert _bodies(broker.addr, "DelayOfficialT") == []
     wait_until(lambda: _bodies(broker.addr, "DelayOfficialT") == [b"delayed"], 8, what="official delay")
+
+
+@pytest.mark.timeout(120)
+def test_official_producer_recall(broker):
+    _delay_topic(broker.addr, "RecallT")
+    producer = Producer(ClientConfiguration(broker.addr, Credentials(), request_timeout=5), ("RecallT",))
+    producer.startup()
+    try:
+        receipts = []
+        for body in (b"recalled", b"kept"):
+            msg = Message()
+            msg.topic, msg.body = "RecallT", body
+            msg.delivery_timestamp = int(time.time()) + 2
+            receipts.append(producer.send(msg))
+        assert receipts[0].recall_handle
+        assert producer.recall_message("RecallT", receipts[0].recall_handle) == receipts[0].message_id
+        with pytest.raises(Exception, match="already delivered or recalled"):
+            producer.recall_message("RecallT", receipts[0].recall_handle)
+        wait_until(lambda: _bodies(broker.addr, "RecallT") == [b"kept"], 8, what="kept delay message")
+        with pytest.raises(Exception, match="already delivered or recalled"):
+            producer.recall_message("RecallT", receipts[1].recall_handle)  # too late: delivered
+    finally:
+        producer.shutdown()
+    broker.restart()
+    time.sleep(1.5)
+    assert _bodies(broker.addr, "RecallT") == [b"kept"]  # the recall survived the restart

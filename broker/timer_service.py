@@ -188,7 +188,7 @@ def encode_recall_handle(topic: str, broker_name: str, deliver_ms: int, message_
 
 
 def decode_recall_handle(handle: str) -> tuple[str, str, int, str, int]:
-    """(topic, broker, deliver_ms, message_id, queue_offset); ILLEGAL... BAD_REQUEST naming the problem."""
+    """(topic, broker, deliver_ms, message_id, queue_offset); BAD_REQUEST when the handle is malformed."""
     try:
         version, topic, broker, deliver_ms, message_id, offset = (
             base64.urlsafe_b64decode(handle.encode()).decode().split(" ")

@@ -86,8 +86,10 @@ def append_sync(root: Path, n: int, size: int, writers: int) -> dict[str, float]
     per = n // writers
     latencies: list[list[float]] = [[] for _ in range(writers)]
 
+    batches = [_msgs(per, size) for _ in range(writers)]  # built before the clock starts
+
     def writer(idx: int) -> None:
-        msgs = _msgs(per, size)
+        msgs = batches[idx]
         lat = latencies[idx]
         for m in msgs:
             t = time.perf_counter()

@@ -5,6 +5,7 @@ Thread-based: one put lock (the single writer), a flush thread, an index dispatc
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -52,13 +53,24 @@ class StoreStats:
     last_load_seconds: float = 0.0
 
 
+_AnyFuture = concurrent.futures.Future[Any] | asyncio.Future[Any]
+
+
 @dataclass(order=True)
 class _FlushWaiter:
     end_offset: int
     deadline: float = field(compare=False)
-    future: concurrent.futures.Future[Any] = field(compare=False)
+    future: _AnyFuture = field(compare=False)
     results: list[PutMessageResult] = field(compare=False)
     single: bool = field(default=False, compare=False)  # the future wants results[0], not the list
+    loop: asyncio.AbstractEventLoop | None = field(default=None, compare=False)  # set for asyncio futures
+    answered: bool = field(default=False, compare=False)
+
+
+def _resolve_on_loop(pairs: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for fut, value in pairs:
+        if not fut.done():  # a caller may have been cancelled meanwhile
+            fut.set_result(value)
 
 
 class DefaultMessageStore:
@@ -238,8 +250,33 @@ class DefaultMessageStore:
         self._put(msgs, future, single=False)
         return future
 
-    def _put(self, msgs: list[MessageExtBrokerInner], future: concurrent.futures.Future[Any], single: bool) -> None:
-        """Append, dispatch, then resolve ``future`` now (ASYNC_FLUSH) or once a flush covers the batch."""
+    def put_message_aio(self, msg: MessageExtBrokerInner) -> asyncio.Future[PutMessageResult]:
+        """``put_message_async`` for callers on an asyncio loop (call from the loop's thread).
+
+        With SYNC_FLUSH, one group commit wakes the loop once for all its waiters instead of once per message.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[PutMessageResult] = loop.create_future()
+        self._put([msg], future, single=True, loop=loop)
+        return future
+
+    def put_messages_aio(self, msgs: list[MessageExtBrokerInner]) -> asyncio.Future[list[PutMessageResult]]:
+        """``put_messages_async`` for callers on an asyncio loop (call from the loop's thread)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[PutMessageResult]] = loop.create_future()
+        self._put(msgs, future, single=False, loop=loop)
+        return future
+
+    def _put(
+        self,
+        msgs: list[MessageExtBrokerInner],
+        future: _AnyFuture,
+        single: bool,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """Append, dispatch, then resolve ``future`` now (ASYNC_FLUSH) or once a flush covers the batch.
+
+        An asyncio ``future`` (``loop`` given) is resolved here only from the loop's own thread."""
         if not self._running:
             refused = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
             future.set_result(refused[0] if single else refused * len(msgs))
@@ -326,7 +363,7 @@ class DefaultMessageStore:
             future.set_result(results[0] if single else results)
             return
         deadline = time.monotonic() + self.config.syncFlushTimeout / 1000
-        waiter = _FlushWaiter(end_offset, deadline, future, results, single)
+        waiter = _FlushWaiter(end_offset, deadline, future, results, single, loop)
         with self._flush_cond:
             self._waiters.append(waiter)
             self._flush_cond.notify()
@@ -377,36 +414,58 @@ class DefaultMessageStore:
 
     def _complete_waiters(self, waiters: list[_FlushWaiter], flushed: int) -> None:
         pending: list[_FlushWaiter] = []
+        done: list[tuple[_FlushWaiter, list[PutMessageResult]]] = []
         for w in waiters:
-            if w.future.done():
+            if w.answered:
                 continue  # already answered FLUSH_DISK_TIMEOUT by the timeout watcher
             if w.end_offset <= flushed:
-                self._finish(w, w.results)
+                done.append((w, w.results))
             else:
                 pending.append(w)
+        self._finish(done)
         with self._flush_cond:
             self._in_flight = []
             self._waiters.extend(pending)
 
-    def _finish(self, w: _FlushWaiter, results: list[PutMessageResult]) -> None:
+    def _finish(self, items: list[tuple[_FlushWaiter, list[PutMessageResult]]]) -> None:
+        """Answer waiters once each; asyncio futures are resolved by one callback per loop."""
         with self._finish_lock:  # the flush thread and the timeout watcher may race for one waiter
-            if not w.future.done():
-                w.future.set_result(results[0] if w.single else results)
+            todo = [(w, r) for w, r in items if not w.answered]
+            for w, _ in todo:
+                w.answered = True
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for w, results in todo:
+            value = results[0] if w.single else results
+            if w.loop is None:
+                w.future.set_result(value)
+            else:
+                by_loop.setdefault(w.loop, []).append((w.future, value))  # type: ignore[arg-type]
+        for loop, pairs in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve_on_loop, pairs)
+            except RuntimeError:
+                log.warning("event loop closed before its puts were answered", extra={"count": len(pairs)})
 
     def _flush_timeout_loop(self) -> None:
         """Answer FLUSH_DISK_TIMEOUT to writers waiting longer than ``syncFlushTimeout``, even mid-flush."""
         while not self._stop.wait(0.01):
             now = time.monotonic()
             with self._flush_cond:
-                candidates = [w for w in (*self._waiters, *self._in_flight) if now >= w.deadline]
-            for w in candidates:
-                timed_out = [
-                    PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out")
-                    if r.ok
-                    else r
-                    for r in w.results
-                ]
-                self._finish(w, timed_out)
+                candidates = [w for w in (*self._waiters, *self._in_flight) if now >= w.deadline and not w.answered]
+            timed_out = [
+                (
+                    w,
+                    [
+                        PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out")
+                        if r.ok
+                        else r
+                        for r in w.results
+                    ],
+                )
+                for w in candidates
+            ]
+            if timed_out:
+                self._finish(timed_out)
 
     def _index_loop(self) -> None:
         while True:

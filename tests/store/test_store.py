@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from broker.store.config import FlushDiskType
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
-from broker.store.results import AppendMessageResult, GetMessageStatus, PutMessageStatus
+from broker.store.results import AppendMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from common.msgid import decode_offset_message_id
 from tests.procs import wait_until
 from tests.store.conftest import StoreFactory
@@ -222,3 +223,58 @@ def test_dispatchers_see_every_stored_message_once(store_factory: StoreFactory) 
     results = [store.put_message(msg(2))]
     assert [s[1] for s in seen] == [0, 1, 2]
     assert seen[-1][2] == results[0].append_result.wrote_offset  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_aio_puts_resolve_on_the_loop_and_share_flushes(
+    store_factory: StoreFactory, flush: FlushDiskType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import broker.store.mapped_file as mapped_file
+
+    store = store_factory(flushDiskType=flush)
+    real = mapped_file.os.fdatasync
+    syncs: list[int] = []
+
+    def counting(fd: int) -> None:
+        syncs.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(mapped_file.os, "fdatasync", counting)
+
+    async def run() -> tuple[list[PutMessageResult], list[PutMessageResult]]:
+        singles = await asyncio.wait_for(
+            asyncio.gather(*(store.put_message_aio(msg(i, qid=i % 4)) for i in range(200))), 10
+        )
+        batch = await asyncio.wait_for(store.put_messages_aio([msg(i, qid=1) for i in range(200, 210)]), 10)
+        return list(singles), batch
+
+    singles, batch = asyncio.run(run())
+    assert all(r.status is PutMessageStatus.PUT_OK for r in [*singles, *batch])
+    assert [r.append_result.logics_offset for r in singles[:8]] == [0, 0, 0, 0, 1, 1, 1, 1]  # type: ignore[union-attr]
+    assert [r.append_result.logics_offset for r in batch] == list(range(50, 60))  # type: ignore[union-attr]
+    if flush is FlushDiskType.SYNC_FLUSH:
+        last = store.commitlog.files.last()
+        assert last is not None and last.flushed_position >= last.wrote_position
+        assert 1 <= len(syncs) < 100, "concurrent writers must share group commits"
+
+
+def test_aio_put_on_a_slow_disk_gets_flush_disk_timeout(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import broker.store.mapped_file as mapped_file
+
+    store = store_factory(flushDiskType=FlushDiskType.SYNC_FLUSH, syncFlushTimeout=100)
+    real = mapped_file.os.fdatasync
+
+    def slow_disk(fd: int) -> None:
+        time.sleep(0.5)
+        real(fd)
+
+    monkeypatch.setattr(mapped_file.os, "fdatasync", slow_disk)
+
+    async def run() -> PutMessageResult:
+        return await asyncio.wait_for(store.put_message_aio(msg(1)), 5)
+
+    started = time.monotonic()
+    assert asyncio.run(run()).status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert time.monotonic() - started < 0.45

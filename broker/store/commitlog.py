@@ -30,9 +30,11 @@ class CommitLog:
     def max_offset(self) -> int:
         return self.files.max_offset
 
-    def set_end(self, offset: int) -> None:
-        """After recovery: ``offset`` is the end of the last valid record; everything after it is dropped."""
-        self.files.truncate(offset)
+    def set_end(self, offset: int, zero_tail: bool = True) -> None:
+        """After recovery: ``offset`` is the end of the last valid record; everything after it is dropped.
+
+        ``zero_tail=False`` after a clean stop, when nothing was ever written past ``offset``."""
+        self.files.truncate(offset, zero=zero_tail)
         for mf in self.files.files:
             if mf.end_offset <= offset:
                 mf.wrote_position = mf.flushed_position = mf.size

@@ -176,16 +176,21 @@ class MappedFileQueue:
         self._allocator = threading.Thread(target=allocate, name="AllocateMappedFileService", daemon=True)
         self._allocator.start()
 
-    def truncate(self, offset: int) -> None:
-        """Drop everything at or after ``offset``: zero the tail of its segment, delete later segments."""
+    def truncate(self, offset: int, zero: bool = True) -> None:
+        """Drop everything at or after ``offset``: zero the tail of its segment, delete later segments.
+
+        ``zero=False`` is for a tail known to be zeros already (after a clean stop): zeroing the rest of a
+        1 GiB segment would dirty every page of it and make each restart cost a segment's worth of writes.
+        """
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.end_offset <= offset:
                 keep.append(mf)
             elif mf.start_offset <= offset:
                 pos = offset - mf.start_offset
-                mf.view[pos:] = bytes(mf.size - pos)
-                os.fdatasync(mf.fd)
+                if zero:
+                    mf.view[pos:] = bytes(mf.size - pos)
+                    os.fdatasync(mf.fd)
                 mf.wrote_position = mf.flushed_position = pos
                 keep.append(mf)
             else:

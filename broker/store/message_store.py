@@ -123,7 +123,8 @@ class DefaultMessageStore:
             self._recover_abnormally(checkpoint)
         else:
             assert checkpoint is not None
-            self.commitlog.set_end(checkpoint.commitlog_offset)
+            # The final checkpoint of a clean stop is the flushed end: the rest of the segment is still zeros.
+            self.commitlog.set_end(checkpoint.commitlog_offset, zero_tail=False)
             for cq in self.queues.values():
                 cq.truncate_from_phys(checkpoint.commitlog_offset)
             self._index_end = checkpoint.commitlog_offset

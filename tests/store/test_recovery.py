@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from broker.store.message import MessageExtBrokerInner
 from broker.store.message_store import DefaultMessageStore
 from broker.store.results import GetMessageStatus
@@ -46,12 +48,24 @@ def crash(store: DefaultMessageStore) -> None:
         t.join(timeout=10)
 
 
-def test_clean_restart_does_not_rescan(tmp_path: Path) -> None:
+def test_clean_restart_does_not_rescan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import broker.store.mapped_file as mapped_file
+
     store = fill(tmp_path, 500)
     store.shutdown()
     assert not (tmp_path / "abort").exists()
+    syncs: list[int] = []
+    real = mapped_file.os.fdatasync
+
+    def counting(fd: int) -> None:
+        syncs.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(mapped_file.os, "fdatasync", counting)
     again = reopen(tmp_path)
+    monkeypatch.setattr(mapped_file.os, "fdatasync", real)
     assert again.stats.recovered_records == 0
+    assert syncs == [], "a clean restart must not rewrite (zero) the tail of the commitlog"
     assert read_all(again) == [body(i) for i in range(500)]
     again.start()
     assert again.put_message(MessageExtBrokerInner("T", b"next", 0)).append_result.logics_offset == 250  # type: ignore[union-attr]

@@ -5,6 +5,7 @@ Delivered messages carry every SystemProperty the official clients rely on (enco
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import time
@@ -57,12 +58,19 @@ def kind_of_stored(properties: dict[str, str], sys_flag: int = 0) -> MessageKind
     return MessageKind.NORMAL
 
 
-def _host_tuple(host: str, fallback: tuple[str, int]) -> tuple[str, int]:
+@functools.lru_cache(maxsize=4096)
+def _ipv4(host: str) -> str | None:
+    """The normalised IPv4 literal, else None; cached: a client sends the same born_host every time."""
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        return fallback
-    return (str(ip), 0) if ip.version == 4 else fallback
+        return None
+    return str(ip) if ip.version == 4 else None
+
+
+def _host_tuple(host: str, fallback: tuple[str, int]) -> tuple[str, int]:
+    ip = _ipv4(host)
+    return (ip, 0) if ip is not None else fallback
 
 
 def from_v2_message(

@@ -81,6 +81,7 @@ class TimerService:
         self._floor = 0  # every schedule offset below this was re-put
         self._delivered: set[int] = set()
         self._wake = asyncio.Event()
+        self._save_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -105,11 +106,16 @@ class TimerService:
                     )
             offset = result.next_begin_offset
 
-    def _save(self) -> None:
+    def _snapshot(self) -> dict[str, object]:
+        """Advance the floor and copy the progress (on the loop; only the file write leaves it)."""
         while self._floor in self._delivered:
             self._delivered.discard(self._floor)
             self._floor += 1
-        write_json_atomic(self._path, {"floor": self._floor, "delivered": sorted(self._delivered)})
+        return {"floor": self._floor, "delivered": sorted(self._delivered)}
+
+    async def _persist(self) -> None:
+        async with self._save_lock:  # one writer at a time: they share the temp file name
+            await asyncio.to_thread(write_json_atomic, self._path, self._snapshot())
 
     async def start(self) -> None:
         await asyncio.to_thread(self._load)
@@ -122,7 +128,7 @@ class TimerService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        self._save()
+        await self._persist()
 
     def add(self, deliver_ms: int, queue_offset: int, commitlog_offset: int, size: int) -> None:
         self._parked.add(queue_offset)
@@ -135,7 +141,7 @@ class TimerService:
             return False
         self._parked.discard(queue_offset)
         self._delivered.add(queue_offset)  # its heap entry is skipped when it comes due
-        await asyncio.to_thread(self._save)
+        await self._persist()
         return True
 
     async def _run(self) -> None:
@@ -178,7 +184,7 @@ class TimerService:
             if failed:
                 raise RuntimeError(f"re-put failed: {failed[0].status.value} {failed[0].error}")
         self._delivered.update(offsets)
-        await asyncio.to_thread(self._save)
+        await self._persist()
 
 
 def encode_recall_handle(topic: str, broker_name: str, deliver_ms: int, message_id: str, queue_offset: int) -> str:

@@ -18,8 +18,13 @@ from common.errors import Code
 from common.logging import get_logger
 from common.proto import namesrv_pb2 as pb
 from common.proto import namesrv_pb2_grpc as pb_grpc
-from common.route import ClusterInfo, TopicConfig, TopicRouteData
-from common.route_proto import cluster_info_from_proto, route_from_proto, topic_config_to_proto
+from common.route import ClusterInfo, GroupPolicy, TopicConfig, TopicRouteData
+from common.route_proto import (
+    cluster_info_from_proto,
+    group_policy_to_proto,
+    route_from_proto,
+    topic_config_to_proto,
+)
 
 log = get_logger("broker.registration")
 
@@ -55,7 +60,11 @@ class _Link:
 
 
 class BrokerRegistrar:
-    """Keeps one broker registered with all name servers; also asks them for routes and cluster info."""
+    """Keeps one broker registered with all name servers; also asks them for routes and cluster info.
+
+    ``group_policies`` (optional) reports subscription groups' fifo flag and max delivery attempts, so a name
+    server used as the client's access point gives the same Telemetry settings the broker would.
+    """
 
     def __init__(
         self,
@@ -71,6 +80,7 @@ class BrokerRegistrar:
         auto_create_topic_enable: bool = False,
         default_topic_queue_nums: int = 4,
         timeout_s: float = limits.REGISTER_TIMEOUT_S,
+        group_policies: Callable[[], list[GroupPolicy]] | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv_addrs)
         self.cluster = cluster
@@ -81,6 +91,7 @@ class BrokerRegistrar:
         self.auto_create_topic_enable = auto_create_topic_enable
         self.default_topic_queue_nums = default_topic_queue_nums
         self._topic_configs = topic_configs
+        self._group_policies = group_policies
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._links: list[_Link] = []
@@ -198,9 +209,12 @@ class BrokerRegistrar:
 
     def _registration(self) -> pb.BrokerRegistration:
         configs = [topic_config_to_proto(c) for c in self._topic_configs()]
+        groups = [group_policy_to_proto(g) for g in (self._group_policies() if self._group_policies else [])]
         digest = hashlib.sha1()
         for config in sorted(configs, key=lambda c: c.topic_name):
             digest.update(config.SerializeToString(deterministic=True))
+        for group in sorted(groups, key=lambda g: g.group_name):
+            digest.update(group.SerializeToString(deterministic=True))
         fingerprint = digest.hexdigest()
         if fingerprint != self._fingerprint:
             self._fingerprint = fingerprint
@@ -215,6 +229,7 @@ class BrokerRegistrar:
             data_version=self._data_version,
             auto_create_topic_enable=self.auto_create_topic_enable,
             default_topic_queue_nums=self.default_topic_queue_nums,
+            group_policies=groups,
         )
 
     async def _register_on(self, link: _Link, registration: pb.BrokerRegistration) -> bool:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import IntFlag, StrEnum
 from typing import Any
 
+from common.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
+
 MASTER_ID = 0
 
 
@@ -129,6 +131,18 @@ class TopicRouteData:
             if data.broker_name == broker_name:
                 return data
         return None
+
+
+@dataclass(frozen=True)
+class GroupPolicy:
+    """A subscription group's consume settings a broker reports, so an access point answers Telemetry like it.
+
+    The client latches ``fifo`` and the retry policy from its FIRST settings reply, which may come from a name server.
+    """
+
+    group_name: str
+    fifo: bool = False
+    max_delivery_attempts: int = DEFAULT_MAX_DELIVERY_ATTEMPTS
 
 
 @dataclass

@@ -5,8 +5,17 @@ Shared by the name server and ``broker.registration`` so both sides read and wri
 
 from __future__ import annotations
 
+from common.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
 from common.proto import namesrv_pb2 as pb
-from common.route import BrokerData, ClusterInfo, QueueData, TopicConfig, TopicMessageType, TopicRouteData
+from common.route import (
+    BrokerData,
+    ClusterInfo,
+    GroupPolicy,
+    QueueData,
+    TopicConfig,
+    TopicMessageType,
+    TopicRouteData,
+)
 
 
 def topic_config_to_proto(config: TopicConfig) -> pb.TopicConfigData:
@@ -31,6 +40,16 @@ def topic_config_from_proto(data: pb.TopicConfigData) -> TopicConfig:
         message_type=TopicMessageType.parse(data.message_type),
         attributes=dict(data.attributes),
     )
+
+
+def group_policy_to_proto(policy: GroupPolicy) -> pb.GroupPolicyData:
+    return pb.GroupPolicyData(
+        group_name=policy.group_name, fifo=policy.fifo, max_delivery_attempts=policy.max_delivery_attempts
+    )
+
+
+def group_policy_from_proto(data: pb.GroupPolicyData) -> GroupPolicy:
+    return GroupPolicy(data.group_name, data.fifo, data.max_delivery_attempts or DEFAULT_MAX_DELIVERY_ATTEMPTS)
 
 
 def queue_data_to_proto(data: QueueData) -> pb.QueueDataProto:

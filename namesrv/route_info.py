@@ -15,11 +15,12 @@ from common.route import (
     READ_WRITE,
     BrokerData,
     ClusterInfo,
+    GroupPolicy,
     QueueData,
     TopicMessageType,
     TopicRouteData,
 )
-from common.route_proto import topic_config_from_proto
+from common.route_proto import group_policy_from_proto, topic_config_from_proto
 
 AUTO_CREATE_TOPIC = "TBW102"  # RocketMQ's template topic for auto-creation
 
@@ -38,6 +39,7 @@ class BrokerLiveInfo:
     auto_create_topic_enable: bool = False
     default_topic_queue_nums: int = 4
     session: object | None = None  # the BrokerSession stream that registered it last, if any
+    group_policies: dict[str, GroupPolicy] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class RouteInfoManager:
             auto_create_topic_enable=reg.auto_create_topic_enable,
             default_topic_queue_nums=reg.default_topic_queue_nums or 4,
             session=session,
+            group_policies={g.group_name: group_policy_from_proto(g) for g in reg.group_policies},
         )
         # the master owns the topic table of its group (RocketMQ: slaves only add themselves to the route)
         if reg.broker_id == MASTER_ID or not self._has_queue_data(reg.broker_name):
@@ -217,6 +220,17 @@ class RouteInfoManager:
             )
             route.broker_datas.append(BrokerData(broker.cluster, broker.broker_name, dict(broker.broker_addrs)))
         return route if route.queue_datas else None
+
+    def group_policy(self, group: str) -> GroupPolicy | None:
+        """A group's consume settings as the live masters report them (FIFO if any master says so)."""
+        found = [
+            live.group_policies[group]
+            for live in sorted(self.broker_live_table.values(), key=lambda b: b.broker_name)
+            if live.broker_id == MASTER_ID and group in live.group_policies
+        ]
+        if not found:
+            return None
+        return GroupPolicy(group, any(p.fifo for p in found), found[0].max_delivery_attempts)
 
     def cluster_info(self) -> ClusterInfo:
         return ClusterInfo(

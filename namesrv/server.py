@@ -11,6 +11,7 @@ import contextlib
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from common import limits
 from common.logging import get_logger
 from common.proto import namesrv_pb2_grpc as pb_grpc
 from common.v2.settings import SettingsPolicy
@@ -41,12 +42,23 @@ class NameServer:
             SettingsPolicy(
                 max_body_size=self.config.maxMessageSize,
                 long_polling_timeout_s=self.config.longPollingTimeoutSeconds,
+                fifo=self._group_fifo,
+                max_delivery_attempts=self._group_max_attempts,
             ),
             client_expired_s=self.config.clientExpiredSeconds,
         )
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
+
+    # the client latches fifo and its retry policy from the first settings reply, often ours (protocol P6)
+    def _group_fifo(self, group: str) -> bool:
+        policy = self.routes.group_policy(group)
+        return policy is not None and policy.fifo
+
+    def _group_max_attempts(self, group: str) -> int:
+        policy = self.routes.group_policy(group)
+        return policy.max_delivery_attempts if policy else limits.DEFAULT_MAX_DELIVERY_ATTEMPTS
 
     @property
     def address(self) -> str:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ommon/proto/namesrv.proto\x12\x0forbitmq.namesrv\"\x84\x02\n\x0fTopicConfigData\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\r\n\x05order\x18\x05 \x01(\x08\x12\x14\n\x0cmessage_type\x18\x06 \x01(\t\x12\x44\n\nattributes\x18\x07 \x03(\x0b\x32\x30.orbitmq.namesrv.TopicConfigData.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8b\x02\n\x12\x42rokerRegistration\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x13\n\x0b\x62roker_addr\x18\x04 \x01(\t\x12\x0f\n\x07ha_addr\x18\x05 \x01(\t\x12\x37\n\rtopic_configs\x18\x06 \x03(\x0b\x32 .orbitmq.namesrv.TopicConfigData\x12\x14\n\x0c\x64\x61ta_version\x18\x07 \x01(\x03\x12 \n\x18\x61uto_create_topic_enable\x18\x08 \x01(\x08\x12 \n\x18\x64\x65\x66\x61ult_topic_queue_nums\x18\t \x01(\x05\"b\n\x14RegisterBrokerResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0bmaster_addr\x18\x03 \x01(\t\x12\x16\n\x0eha_server_addr\x18\x04 \x01(\t\"l\n\x17UnregisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x13\n\x0b\x62roker_addr\x18\x04 \x01(\t\"-\n\x0cSimpleResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"|\n\x0eQueueDataProto\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x14\n\x0cmessage_type\x18\x05 \x01(\t\"\xb4\x01\n\x0f\x42rokerDataProto\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12G\n\x0c\x62roker_addrs\x18\x03 \x03(\x0b\x32\x31.orbitmq.namesrv.BrokerDataProto.BrokerAddrsEntry\x1a\x32\n\x10\x42rokerAddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"$\n\x13GetRouteInfoRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xa3\x01\n\x14GetRouteInfoResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x34\n\x0bqueue_datas\x18\x03 \x03(\x0b\x32\x1f.orbitmq.namesrv.QueueDataProto\x12\x36\n\x0c\x62roker_datas\x18\x04 \x03(\x0b\x32 .orbitmq.namesrv.BrokerDataProto\"\x17\n\x15GetClusterInfoRequest\"&\n\x0e\x42rokerNameList\x12\x14\n\x0c\x62roker_names\x18\x01 \x03(\t\"\x9f\x03\n\x16GetClusterInfoResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12W\n\x11\x62roker_addr_table\x18\x03 \x03(\x0b\x32<.orbitmq.namesrv.GetClusterInfoResponse.BrokerAddrTableEntry\x12Y\n\x12\x63luster_addr_table\x18\x04 \x03(\x0b\x32=.orbitmq.namesrv.GetClusterInfoResponse.ClusterAddrTableEntry\x1aX\n\x14\x42rokerAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .orbitmq.namesrv.BrokerDataProto:\x02\x38\x01\x1aX\n\x15\x43lusterAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.orbitmq.namesrv.BrokerNameList:\x02\x38\x01\"\x18\n\x16GetAllTopicListRequest\"H\n\x17GetAllTopicListResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06topics\x18\x03 \x03(\t\"@\n\x0fKVConfigRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\"@\n\x10KVConfigResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t2\xd2\x06\n\nNameServer\x12_\n\rBrokerSession\x12#.orbitmq.namesrv.BrokerRegistration\x1a%.orbitmq.namesrv.RegisterBrokerResult(\x01\x30\x01\x12\\\n\x0eRegisterBroker\x12#.orbitmq.namesrv.BrokerRegistration\x1a%.orbitmq.namesrv.RegisterBrokerResult\x12[\n\x10UnregisterBroker\x12(.orbitmq.namesrv.UnregisterBrokerRequest\x1a\x1d.orbitmq.namesrv.SimpleResult\x12\x62\n\x13GetRouteInfoByTopic\x12$.orbitmq.namesrv.GetRouteInfoRequest\x1a%.orbitmq.namesrv.GetRouteInfoResponse\x12g\n\x14GetBrokerClusterInfo\x12&.orbitmq.namesrv.GetClusterInfoRequest\x1a\'.orbitmq.namesrv.GetClusterInfoResponse\x12\x64\n\x0fGetAllTopicList\x12\'.orbitmq.namesrv.GetAllTopicListRequest\x1a(.orbitmq.namesrv.GetAllTopicListResponse\x12N\n\x0bPutKVConfig\x12 .orbitmq.namesrv.KVConfigRequest\x1a\x1d.orbitmq.namesrv.SimpleResult\x12R\n\x0bGetKVConfig\x12 .orbitmq.namesrv.KVConfigRequest\x1a!.orbitmq.namesrv.KVConfigResponse\x12Q\n\x0e\x44\x65leteKVConfig\x12 .orbitmq.namesrv.KVConfigRequest\x1a\x1d.orbitmq.namesrv.SimpleResultb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ommon/proto/namesrv.proto\x12\x0forbitmq.namesrv\"\x84\x02\n\x0fTopicConfigData\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\r\n\x05order\x18\x05 \x01(\x08\x12\x14\n\x0cmessage_type\x18\x06 \x01(\t\x12\x44\n\nattributes\x18\x07 \x03(\x0b\x32\x30.orbitmq.namesrv.TopicConfigData.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc5\x02\n\x12\x42rokerRegistration\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x13\n\x0b\x62roker_addr\x18\x04 \x01(\t\x12\x0f\n\x07ha_addr\x18\x05 \x01(\t\x12\x37\n\rtopic_configs\x18\x06 \x03(\x0b\x32 .orbitmq.namesrv.TopicConfigData\x12\x14\n\x0c\x64\x61ta_version\x18\x07 \x01(\x03\x12 \n\x18\x61uto_create_topic_enable\x18\x08 \x01(\x08\x12 \n\x18\x64\x65\x66\x61ult_topic_queue_nums\x18\t \x01(\x05\x12\x38\n\x0egroup_policies\x18\n \x03(\x0b\x32 .orbitmq.namesrv.GroupPolicyData\"R\n\x0fGroupPolicyData\x12\x12\n\ngroup_name\x18\x01 \x01(\t\x12\x0c\n\x04\x66ifo\x18\x02 \x01(\x08\x12\x1d\n\x15max_delivery_attempts\x18\x03 \x01(\x05\"b\n\x14RegisterBrokerResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0bmaster_addr\x18\x03 \x01(\t\x12\x16\n\x0eha_server_addr\x18\x04 \x01(\t\"l\n\x17UnregisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x13\n\x0b\x62roker_addr\x18\x04 \x01(\t\"-\n\x0cSimpleResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"|\n\x0eQueueDataProto\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x14\n\x0cmessage_type\x18\x05 \x01(\t\"\xb4\x01\n\x0f\x42rokerDataProto\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12G\n\x0c\x62roker_addrs\x18\x03 \x03(\x0b\x32\x31.orbitmq.namesrv.BrokerDataProto.BrokerAddrsEntry\x1a\x32\n\x10\x42rokerAddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x03\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"$\n\x13GetRouteInfoRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xa3\x01\n\x14GetRouteInfoResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x34\n\x0bqueue_datas\x18\x03 \x03(\x0b\x32\x1f.orbitmq.namesrv.QueueDataProto\x12\x36\n\x0c\x62roker_datas\x18\x04 \x03(\x0b\x32 .orbitmq.namesrv.BrokerDataProto\"\x17\n\x15GetClusterInfoRequest\"&\n\x0e\x42rokerNameList\x12\x14\n\x0c\x62roker_names\x18\x01 \x03(\t\"\x9f\x03\n\x16GetClusterInfoResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12W\n\x11\x62roker_addr_table\x18\x03 \x03(\x0b\x32<.orbitmq.namesrv.GetClusterInfoResponse.BrokerAddrTableEntry\x12Y\n\x12\x63luster_addr_table\x18\x04 \x03(\x0b\x32=.orbitmq.namesrv.GetClusterInfoResponse.ClusterAddrTableEntry\x1aX\n\x14\x42rokerAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12/\n\x05value\x18\x02 \x01(\x0b\x32 .orbitmq.namesrv.BrokerDataProto:\x02\x38\x01\x1aX\n\x15\x43lusterAddrTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.orbitmq.namesrv.BrokerNameList:\x02\x38\x01\"\x18\n\x16GetAllTopicListRequest\"H\n\x17GetAllTopicListResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06topics\x18\x03 \x03(\t\"@\n\x0fKVConfigRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\"@\n\x10KVConfigResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t2\xd2\x06\n\nNameServer\x12_\n\rBrokerSession\x12#.orbitmq.namesrv.BrokerRegistration\x1a%.orbitmq.namesrv.RegisterBrokerResult(\x01\x30\x01\x12\\\n\x0eRegisterBroker\x12#.orbitmq.namesrv.BrokerRegistration\x1a%.orbitmq.namesrv.RegisterBrokerResult\x12[\n\x10UnregisterBroker\x12(.orbitmq.namesrv.UnregisterBrokerRequest\x1a\x1d.orbitmq.namesrv.SimpleResult\x12\x62\n\x13GetRouteInfoByTopic\x12$.orbitmq.namesrv.GetRouteInfoRequest\x1a%.orbitmq.namesrv.GetRouteInfoResponse\x12g\n\x14GetBrokerClusterInfo\x12&.orbitmq.namesrv.GetClusterInfoRequest\x1a\'.orbitmq.namesrv.GetClusterInfoResponse\x12\x64\n\x0fGetAllTopicList\x12\'.orbitmq.namesrv.GetAllTopicListRequest\x1a(.orbitmq.namesrv.GetAllTopicListResponse\x12N\n\x0bPutKVConfig\x12 .orbitmq.namesrv.KVConfigRequest\x1a\x1d.orbitmq.namesrv.SimpleResult\x12R\n\x0bGetKVConfig\x12 .orbitmq.namesrv.KVConfigRequest\x1a!.orbitmq.namesrv.KVConfigResponse\x12Q\n\x0e\x44\x65leteKVConfig\x12 .orbitmq.namesrv.KVConfigRequest\x1a\x1d.orbitmq.namesrv.SimpleResultb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,41 +44,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICCONFIGDATA_ATTRIBUTESENTRY']._serialized_start=259
   _globals['_TOPICCONFIGDATA_ATTRIBUTESENTRY']._serialized_end=308
   _globals['_BROKERREGISTRATION']._serialized_start=311
-  _globals['_BROKERREGISTRATION']._serialized_end=578
-  _globals['_REGISTERBROKERRESULT']._serialized_start=580
-  _globals['_REGISTERBROKERRESULT']._serialized_end=678
-  _globals['_UNREGISTERBROKERREQUEST']._serialized_start=680
-  _globals['_UNREGISTERBROKERREQUEST']._serialized_end=788
-  _globals['_SIMPLERESULT']._serialized_start=790
-  _globals['_SIMPLERESULT']._serialized_end=835
-  _globals['_QUEUEDATAPROTO']._serialized_start=837
-  _globals['_QUEUEDATAPROTO']._serialized_end=961
-  _globals['_BROKERDATAPROTO']._serialized_start=964
-  _globals['_BROKERDATAPROTO']._serialized_end=1144
-  _globals['_BROKERDATAPROTO_BROKERADDRSENTRY']._serialized_start=1094
-  _globals['_BROKERDATAPROTO_BROKERADDRSENTRY']._serialized_end=1144
-  _globals['_GETROUTEINFOREQUEST']._serialized_start=1146
-  _globals['_GETROUTEINFOREQUEST']._serialized_end=1182
-  _globals['_GETROUTEINFORESPONSE']._serialized_start=1185
-  _globals['_GETROUTEINFORESPONSE']._serialized_end=1348
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=1350
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=1373
-  _globals['_BROKERNAMELIST']._serialized_start=1375
-  _globals['_BROKERNAMELIST']._serialized_end=1413
-  _globals['_GETCLUSTERINFORESPONSE']._serialized_start=1416
-  _globals['_GETCLUSTERINFORESPONSE']._serialized_end=1831
-  _globals['_GETCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_start=1653
-  _globals['_GETCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_end=1741
-  _globals['_GETCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_start=1743
-  _globals['_GETCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_end=1831
-  _globals['_GETALLTOPICLISTREQUEST']._serialized_start=1833
-  _globals['_GETALLTOPICLISTREQUEST']._serialized_end=1857
-  _globals['_GETALLTOPICLISTRESPONSE']._serialized_start=1859
-  _globals['_GETALLTOPICLISTRESPONSE']._serialized_end=1931
-  _globals['_KVCONFIGREQUEST']._serialized_start=1933
-  _globals['_KVCONFIGREQUEST']._serialized_end=1997
-  _globals['_KVCONFIGRESPONSE']._serialized_start=1999
-  _globals['_KVCONFIGRESPONSE']._serialized_end=2063
-  _globals['_NAMESERVER']._serialized_start=2066
-  _globals['_NAMESERVER']._serialized_end=2916
+  _globals['_BROKERREGISTRATION']._serialized_end=636
+  _globals['_GROUPPOLICYDATA']._serialized_start=638
+  _globals['_GROUPPOLICYDATA']._serialized_end=720
+  _globals['_REGISTERBROKERRESULT']._serialized_start=722
+  _globals['_REGISTERBROKERRESULT']._serialized_end=820
+  _globals['_UNREGISTERBROKERREQUEST']._serialized_start=822
+  _globals['_UNREGISTERBROKERREQUEST']._serialized_end=930
+  _globals['_SIMPLERESULT']._serialized_start=932
+  _globals['_SIMPLERESULT']._serialized_end=977
+  _globals['_QUEUEDATAPROTO']._serialized_start=979
+  _globals['_QUEUEDATAPROTO']._serialized_end=1103
+  _globals['_BROKERDATAPROTO']._serialized_start=1106
+  _globals['_BROKERDATAPROTO']._serialized_end=1286
+  _globals['_BROKERDATAPROTO_BROKERADDRSENTRY']._serialized_start=1236
+  _globals['_BROKERDATAPROTO_BROKERADDRSENTRY']._serialized_end=1286
+  _globals['_GETROUTEINFOREQUEST']._serialized_start=1288
+  _globals['_GETROUTEINFOREQUEST']._serialized_end=1324
+  _globals['_GETROUTEINFORESPONSE']._serialized_start=1327
+  _globals['_GETROUTEINFORESPONSE']._serialized_end=1490
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=1492
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=1515
+  _globals['_BROKERNAMELIST']._serialized_start=1517
+  _globals['_BROKERNAMELIST']._serialized_end=1555
+  _globals['_GETCLUSTERINFORESPONSE']._serialized_start=1558
+  _globals['_GETCLUSTERINFORESPONSE']._serialized_end=1973
+  _globals['_GETCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_start=1795
+  _globals['_GETCLUSTERINFORESPONSE_BROKERADDRTABLEENTRY']._serialized_end=1883
+  _globals['_GETCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_start=1885
+  _globals['_GETCLUSTERINFORESPONSE_CLUSTERADDRTABLEENTRY']._serialized_end=1973
+  _globals['_GETALLTOPICLISTREQUEST']._serialized_start=1975
+  _globals['_GETALLTOPICLISTREQUEST']._serialized_end=1999
+  _globals['_GETALLTOPICLISTRESPONSE']._serialized_start=2001
+  _globals['_GETALLTOPICLISTRESPONSE']._serialized_end=2073
+  _globals['_KVCONFIGREQUEST']._serialized_start=2075
+  _globals['_KVCONFIGREQUEST']._serialized_end=2139
+  _globals['_KVCONFIGRESPONSE']._serialized_start=2141
+  _globals['_KVCONFIGRESPONSE']._serialized_end=2205
+  _globals['_NAMESERVER']._serialized_start=2208
+  _globals['_NAMESERVER']._serialized_end=3058
 # @@protoc_insertion_point(module_scope)

@@ -32,7 +32,7 @@ class TopicConfigData(_message.Message):
     def __init__(self, topic_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., order: _Optional[bool] = ..., message_type: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class BrokerRegistration(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_addr", "topic_configs", "data_version", "auto_create_topic_enable", "default_topic_queue_nums")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_addr", "topic_configs", "data_version", "auto_create_topic_enable", "default_topic_queue_nums", "group_policies")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class BrokerRegistration(_message.Message):
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     AUTO_CREATE_TOPIC_ENABLE_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_TOPIC_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_POLICIES_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -51,7 +52,18 @@ class BrokerRegistration(_message.Message):
     data_version: int
     auto_create_topic_enable: bool
     default_topic_queue_nums: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ..., data_version: _Optional[int] = ..., auto_create_topic_enable: _Optional[bool] = ..., default_topic_queue_nums: _Optional[int] = ...) -> None: ...
+    group_policies: _containers.RepeatedCompositeFieldContainer[GroupPolicyData]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ..., data_version: _Optional[int] = ..., auto_create_topic_enable: _Optional[bool] = ..., default_topic_queue_nums: _Optional[int] = ..., group_policies: _Optional[_Iterable[_Union[GroupPolicyData, _Mapping]]] = ...) -> None: ...
+
+class GroupPolicyData(_message.Message):
+    __slots__ = ("group_name", "fifo", "max_delivery_attempts")
+    GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
+    FIFO_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    group_name: str
+    fifo: bool
+    max_delivery_attempts: int
+    def __init__(self, group_name: _Optional[str] = ..., fifo: _Optional[bool] = ..., max_delivery_attempts: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResult(_message.Message):
     __slots__ = ("code", "message", "master_addr", "ha_server_addr")

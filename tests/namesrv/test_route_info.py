@@ -83,3 +83,23 @@ def test_unregister_needs_matching_identity_and_moved_broker_keeps_one_address()
     assert set(rim.broker_live_table) == {"h:9"}
     assert rim.unregister_broker("c", "a", 0, "h:9")
     assert rim.route("t1") is None
+
+
+def test_group_policy_comes_from_live_masters_only() -> None:
+    rim = RouteInfoManager(broker_expired_s=10, clock=Clock())
+
+    def with_groups(r: pb.BrokerRegistration, *groups: pb.GroupPolicyData) -> pb.BrokerRegistration:
+        r.group_policies.extend(groups)
+        return r
+
+    rim.register_broker(with_groups(reg("b", 1, "h:3", "t"), pb.GroupPolicyData(group_name="g", fifo=True)))
+    assert rim.group_policy("g") is None  # a slave's table does not count
+    rim.register_broker(with_groups(reg("a", 0, "h:1", "t"), pb.GroupPolicyData(group_name="g", fifo=False)))
+    rim.register_broker(
+        with_groups(reg("b", 0, "h:2", "t"), pb.GroupPolicyData(group_name="g", fifo=True, max_delivery_attempts=3))
+    )
+    policy = rim.group_policy("g")
+    assert policy is not None and policy.fifo and policy.max_delivery_attempts == 17  # attempts: first master (a)
+    assert rim.unregister_broker("c", "b", 0, "h:2")
+    policy = rim.group_policy("g")
+    assert policy is not None and not policy.fifo

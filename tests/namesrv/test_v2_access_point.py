@@ -11,7 +11,8 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 
 from broker.registration import BrokerRegistrar
-from common.route import TopicConfig
+from common.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
+from common.route import GroupPolicy, TopicConfig
 from tests.namesrv.helpers import client_metadata, namesrv_process, v2_stub
 from tests.v2.test_settings import consumer_settings, producer_settings
 
@@ -139,6 +140,61 @@ def test_auto_create_route_for_unknown_topic(tmp_path: Path) -> None:
             assert d.MessageType.FIFO in after.message_queues[0].accept_message_types
         await auto.shutdown()
         await plain.shutdown()
+
+    with namesrv_process(tmp_path) as (_, addr):
+        asyncio.run(scenario(addr))
+
+
+def test_group_policies_from_brokers_shape_consumer_settings_and_assignments(tmp_path: Path) -> None:
+    # the official client latches fifo and the retry policy from its first settings reply, often the name server's
+    groups = [GroupPolicy("g-fifo", fifo=True, max_delivery_attempts=4)]
+
+    async def scenario(addr: str) -> None:
+        registrar = BrokerRegistrar(
+            addr,
+            "c",
+            "broker-a",
+            0,
+            "127.0.0.1:18085",
+            lambda: [TopicConfig("t1", read_queue_nums=2, write_queue_nums=2)],
+            group_policies=lambda: list(groups),
+        )
+        await registrar.start()
+        try:
+            fifo = await telemetry_exchange(
+                addr, consumer_settings(d.ClientType.PUSH_CONSUMER, "g-fifo", "t1"), "h@2@1"
+            )
+            assert fifo.status.code == OK
+            assert fifo.settings.subscription.fifo is True
+            assert fifo.settings.backoff_policy.max_attempts == 4
+            plain = await telemetry_exchange(
+                addr, consumer_settings(d.ClientType.PUSH_CONSUMER, "g-new", "t1"), "h@2@2"
+            )
+            assert plain.settings.subscription.fifo is False
+            assert plain.settings.backoff_policy.max_attempts == DEFAULT_MAX_DELIVERY_ATTEMPTS
+
+            async with grpc.aio.insecure_channel(addr) as channel:
+                v2 = v2_stub(channel)
+
+                async def assigned(group: str) -> list[int]:
+                    resp = await v2.QueryAssignment(
+                        s.QueryAssignmentRequest(topic=d.Resource(name="t1"), group=d.Resource(name=group)),
+                        metadata=client_metadata(),
+                    )
+                    assert resp.status.code == OK
+                    return sorted(a.message_queue.id for a in resp.assignments)
+
+                assert await assigned("g-fifo") == [0, 1]
+                assert await assigned("g-new") == [-1]
+                # a group turned FIFO on the broker reaches the name server with the next registration
+                groups.append(GroupPolicy("g-new", fifo=True))
+                await registrar.register_now()
+                assert await assigned("g-new") == [0, 1]
+        finally:
+            await registrar.shutdown()
+        # the broker left: nobody reports the group any more
+        gone = await telemetry_exchange(addr, consumer_settings(d.ClientType.PUSH_CONSUMER, "g-fifo", "t1"), "h@2@3")
+        assert gone.settings.subscription.fifo is False
 
     with namesrv_process(tmp_path) as (_, addr):
         asyncio.run(scenario(addr))

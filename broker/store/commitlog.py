@@ -96,7 +96,8 @@ class CommitLog:
             return None
         try:
             return codec.decode(mf.view, pos)
-        except (codec.RecordError, IndexError, UnicodeDecodeError):
+        except (codec.RecordError, IndexError, UnicodeDecodeError, ValueError):
+            # ValueError: retention closed this segment while we were reading it; the record is gone
             return None
 
     def store_timestamp(self, phys_offset: int) -> int:

@@ -84,8 +84,12 @@ class MappedFile:
         if self._closed:
             return
         self._closed = True
-        self.view.release()
-        self.mm.close()
+        try:
+            self.view.release()
+            self.mm.close()
+        except BufferError:
+            # A reader still holds a slice of this segment; the map goes away when the last slice does.
+            log.warning("segment still in use at close", extra={"path": str(self.path)})
         os.close(self.fd)
 
     def destroy(self) -> None:

@@ -104,6 +104,7 @@ class DefaultMessageStore:
         self._in_flight: list[_FlushWaiter] = []
         self._finish_lock = threading.Lock()
         self._flush_cond = threading.Condition()
+        self._flush_closed = False
         self._running = False
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -179,6 +180,7 @@ class DefaultMessageStore:
     def start(self) -> None:
         self.config.abort_path.touch()
         self._running = True
+        self._flush_closed = False
         self._stop.clear()
         specs: list[tuple[str, Callable[[], None]]] = [
             ("FlushCommitLogService", self._flush_loop),
@@ -210,7 +212,14 @@ class DefaultMessageStore:
             t.join(timeout=30)
         self._threads = []
         with self._put_lock:
+            self._drain_index_queue()  # jobs of puts that raced with the stop
             self._checkpoint(final=True)
+            with self._flush_cond:
+                # Writers that appended before this lock but queued their wait after the flush thread left:
+                # the final checkpoint flushed their records.
+                self._flush_closed = True
+                late, self._waiters = self._waiters, []
+            self._finish([(w, w.results) for w in late])
             self.commitlog.shutdown()
             self.index.shutdown()
             for cq in self.queues.values():
@@ -296,6 +305,10 @@ class DefaultMessageStore:
         keys_prop = mc.PROPERTY_KEYS
         uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         with self._put_lock:
+            if not self._running:  # shutdown() won the lock: the files are closed
+                refused = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
+                future.set_result(refused[0] if single else refused * len(msgs))
+                return
             now = int(self.clock() * 1000)
             batch: list[tuple[MessageExtBrokerInner, codec.Encoded, int]] = []
             next_offsets: dict[tuple[str, int], int] = {}
@@ -366,8 +379,12 @@ class DefaultMessageStore:
         deadline = time.monotonic() + self.config.syncFlushTimeout / 1000
         waiter = _FlushWaiter(end_offset, deadline, future, results, single, loop)
         with self._flush_cond:
-            self._waiters.append(waiter)
-            self._flush_cond.notify()
+            closed = self._flush_closed
+            if not closed:
+                self._waiters.append(waiter)
+                self._flush_cond.notify()
+        if closed:  # shutdown's final flush already covered this append
+            self._finish([(waiter, results)])
 
     def _prepare(self, msg: MessageExtBrokerInner) -> codec.Encoded | PutMessageResult:
         if len(msg.body) > self.config.maxMessageSize:
@@ -473,13 +490,25 @@ class DefaultMessageStore:
             item = self._index_queue.get()
             if item is None:
                 return
-            for topic, keys, uniq, phys, size, ts in item:
-                try:
-                    self.index.build_index(topic, keys, uniq, phys, ts)
-                except OSError as exc:
-                    log.error("index build failed", extra={"error": str(exc)})
-                self._index_end = phys + size
-            self._index_done += 1
+            self._build_index(item)
+
+    def _build_index(self, item: list[tuple[str, tuple[str, ...], str | None, int, int, int]]) -> None:
+        for topic, keys, uniq, phys, size, ts in item:
+            try:
+                self.index.build_index(topic, keys, uniq, phys, ts)
+            except OSError as exc:
+                log.error("index build failed", extra={"error": str(exc)})
+            self._index_end = phys + size
+        self._index_done += 1
+
+    def _drain_index_queue(self) -> None:
+        while True:
+            try:
+                item = self._index_queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                self._build_index(item)
 
     def _checkpoint_loop(self) -> None:
         interval = self.config.flushIntervalConsumeQueue / 1000

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
 
 from broker.store.config import FlushDiskType
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
+from broker.store.message_store import DefaultMessageStore
 from broker.store.results import AppendMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from common.msgid import decode_offset_message_id
 from tests.procs import wait_until
@@ -278,3 +280,51 @@ def test_aio_put_on_a_slow_disk_gets_flush_disk_timeout(
     started = time.monotonic()
     assert asyncio.run(run()).status is PutMessageStatus.FLUSH_DISK_TIMEOUT
     assert time.monotonic() - started < 0.45
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_puts_racing_shutdown_are_answered_and_kept(
+    store_factory: StoreFactory, flush: FlushDiskType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_factory(flushDiskType=flush)
+    real_monotonic = time.monotonic
+
+    def slow_in_writers() -> float:
+        # Widen the window between a writer's append and its flush wait, where shutdown can slip in.
+        if threading.current_thread().name.startswith("writer"):
+            time.sleep(0.02)
+        return real_monotonic()
+
+    monkeypatch.setattr(time, "monotonic", slow_in_writers)
+    acked: list[list[int]] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(100_000):
+                r = store.put_message(MessageExtBrokerInner("R", f"{w}-{i}".encode(), w, {"KEYS": f"{w}-{i}"}))
+                if r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+                    return
+                assert r.ok and r.append_result is not None
+                acked[w].append(r.append_result.logics_offset)
+        except BaseException as exc:  # reported to the test thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,), name=f"writer-{w}") for w in range(4)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: all(len(a) > 20 for a in acked), timeout=10)
+    store.shutdown()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads), "a put racing shutdown was never answered"
+    assert errors == []
+    again = DefaultMessageStore(store.config, store.store_host)
+    again.load()
+    try:
+        for w in range(4):
+            got = again.get_message("g", "R", w, 0, 1_000_000, max_total_bytes=1 << 40).messages
+            assert [m.queue_offset for m in got][: len(acked[w])] == acked[w] == list(range(len(acked[w])))
+            assert [m.body for m in got[: len(acked[w])]] == [f"{w}-{i}".encode() for i in range(len(acked[w]))]
+    finally:
+        again.shutdown()

@@ -59,7 +59,8 @@ class MappedFile:
             os.posix_fallocate(self.fd, 0, self.size)
         except OSError as exc:  # e.g. a filesystem without fallocate: writes still work, only slower at first
             log.warning("segment preallocation failed", extra={"path": str(self.path), "error": str(exc)})
-        chunk = 8 * 1024 * 1024
+        # madvise holds the GIL: small chunks bound the pause a writer thread can see to a fraction of a ms.
+        chunk = 1024 * 1024
         try:
             for pos in range(0, self.size, chunk):
                 self.mm.madvise(MADV_POPULATE_READ, pos, min(chunk, self.size - pos))

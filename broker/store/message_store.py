@@ -685,10 +685,10 @@ class DefaultMessageStore:
         return found
 
     def topics(self) -> list[str]:
-        return sorted({t for t, _ in self.queues})
+        return sorted({t for t, _ in list(self.queues)})  # list(): a put may add a queue meanwhile
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self.queues if t == topic)
+        return sorted(q for t, q in list(self.queues) if t == topic)
 
     def delete_topics(self, topics: list[str]) -> None:
         with self._put_lock:

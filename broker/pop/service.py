@@ -38,6 +38,7 @@ from common.validation import validate_group, validate_topic
 log = get_logger("broker.pop")
 
 _HELD_BACK_RECHECK_S = 0.5
+_EARLY_WAKE_SLACK_S = 0.05  # asyncio timers may fire this much early; a False sooner means shutdown
 _ATTEMPT_CACHE_SIZE = 4096
 _QUEUE_REPLACED = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY,
@@ -413,7 +414,12 @@ class PopService:
             def arrived(seen: dict[int, int] = seen) -> bool:
                 return any(store.get_max_offset_in_queue(req.topic, q) > o for q, o in seen.items())
 
-            await self.ctx.long_polling.wait(req.topic, None, None, left, ready=arrived)
+            parked_at = loop.time()
+            woken = await self.ctx.long_polling.wait(req.topic, None, None, left, ready=arrived)
+            if not woken and loop.time() - parked_at < left - _EARLY_WAKE_SLACK_S:
+                # False long before the timeout: the broker is shutting down and refuses waits without
+                # suspending; looping on would spin the event loop and stall the shutdown.
+                return popped
 
     async def _pop_once(self, req: PopRequest, now_ms: int) -> list[Popped]:
         n = len(req.queue_ids)

@@ -159,6 +159,35 @@ def test_long_polling_wakes_on_arrival(tmp_path):
     run(tmp_path, body)
 
 
+def test_parked_receive_ends_at_shutdown_without_blocking_the_loop(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T, queues=2)
+        loop = asyncio.get_running_loop()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        started = time.monotonic()
+        parked = asyncio.create_task(receive(core, receive_request(G, T, polling_s=10)))
+        await asyncio.sleep(0.2)
+        loop.call_soon(core.ctx.long_polling.wake_all)  # what the broker does first when it stops
+        await asyncio.sleep(0.3)
+        before = ticks
+        await asyncio.sleep(0.3)
+        st, msgs, _ = await asyncio.wait_for(parked, 2)
+        task.cancel()
+        assert st.code == Code.MESSAGE_NOT_FOUND and not msgs
+        assert time.monotonic() - started < 2.0  # not the 10 s poll
+        assert ticks - before >= 5  # the loop kept running (no synchronous re-poll spin)
+
+    run(tmp_path, body)
+
+
 def test_max_attempts_moves_message_to_dlq(tmp_path):
     async def body(core: Core) -> None:
         core.topic(T)

@@ -1,0 +1,60 @@
+"""The metadata headers of every v2 call: client id, language, protocol, namespace, request id, signature.
+
+Signing (x-mq-date-time + authorization) is ``common.v2.signature.signing_metadata``, used when credentials exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from common.errors import Code
+from common.v2 import metadata as md
+from oms.errors import OMSSecurityException
+from oms.version import CLIENT_VERSION
+
+Signer = Callable[..., list[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key: str
+    secret_key: str
+    session_token: str | None = None
+
+
+def _load_signer() -> Signer:
+    # Imported lazily: the module is optional until a client actually has credentials.
+    try:
+        from common.v2.signature import signing_metadata
+    except ImportError as exc:
+        raise OMSSecurityException(
+            Code.UNAUTHORIZED, f"credentials were given but request signing is unavailable: {exc}"
+        ) from exc
+    return signing_metadata
+
+
+class HeaderBuilder:
+    """Builds the metadata of one client object's calls (one ``x-mq-client-id`` per client)."""
+
+    def __init__(self, client_id: str, namespace: str = "", credentials: Credentials | None = None) -> None:
+        self.client_id = client_id
+        self.namespace = namespace
+        self.credentials = credentials
+        self._static: tuple[tuple[str, str], ...] = (
+            (md.CLIENT_ID, client_id),
+            (md.LANGUAGE, "PYTHON"),
+            (md.PROTOCOL, "v2"),
+            (md.CLIENT_VERSION, CLIENT_VERSION),
+            (md.NAMESPACE, namespace),
+        )
+        self._signer: Signer | None = _load_signer() if credentials is not None else None
+
+    def build(self) -> tuple[tuple[str, str], ...]:
+        headers = (*self._static, (md.REQUEST_ID, str(uuid.uuid4())))
+        creds = self.credentials
+        if creds is None or self._signer is None:
+            return headers
+        signed = self._signer(creds.access_key, creds.secret_key, creds.session_token)
+        return headers + tuple((str(k), str(v)) for k, v in signed)

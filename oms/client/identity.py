@@ -1,0 +1,67 @@
+"""Client ids, v2 message ids and the local host address a producer reports as ``born_host``.
+
+Message ids use the v2 layout (protocol-v2 §5.1): version 01, MAC, pid, seconds since 2021, counter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+_EPOCH_2021 = 1_609_459_200  # 2021-01-01T00:00:00Z, the v2 id's time base
+log = logging.getLogger("oms.client")
+_client_index = itertools.count()
+_message_counter = itertools.count()
+_prefix_lock = threading.Lock()
+_prefix: tuple[int, str] | None = None  # (pid, "01" + MAC + pid): recomputed after a fork
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def new_client_id() -> str:
+    """``hostname@pid@index@base36(time_ns)``: the official clients' shape, unique per client object."""
+    return f"{socket.gethostname()}@{os.getpid()}@{next(_client_index)}@{_base36(time.time_ns())}"
+
+
+def _id_prefix() -> str:
+    global _prefix
+    pid = os.getpid()
+    with _prefix_lock:
+        if _prefix is None or _prefix[0] != pid:
+            mac = uuid.getnode() & 0xFFFFFFFFFFFF
+            _prefix = (pid, f"01{mac:012X}{pid & 0xFFFF:04X}")
+        return _prefix[1]
+
+
+def new_message_id() -> str:
+    """34 upper-case hex characters, unique per process and time."""
+    seconds = (int(time.time()) - _EPOCH_2021) & 0xFFFFFFFF
+    return f"{_id_prefix()}{seconds:08X}{next(_message_counter) & 0xFFFFFFFF:08X}"
+
+
+def local_host(towards: tuple[str, int] | None = None) -> str:
+    """The local IP used to reach ``towards`` (a connected UDP socket sends nothing); 127.0.0.1 if unknown."""
+    if towards is not None:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect(towards)
+                return str(s.getsockname()[0])
+        except OSError as exc:  # unresolvable or IPv6-only target: fall back to the host name's address
+            log.debug("no local address towards %s: %s", towards, exc)
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"

@@ -1,0 +1,276 @@
+"""``BytesMessage`` <-> v2 ``Message``: the explicit header mappings (tag, keys, delay, message group, TTL...).
+
+Outbound validation reuses ``common.validation`` so the client refuses what the broker would, before sending.
+"""
+
+from __future__ import annotations
+
+import gzip
+import time
+import zlib
+from dataclasses import dataclass
+
+from google.protobuf import timestamp_pb2
+from rocketmq.grpc_protocol import definition_pb2
+
+from common import message_const as mc
+from common.errors import Code, MQError
+from common.limits import MAX_DELAY_TIME_MS
+from common.validation import (
+    validate_body,
+    validate_keys,
+    validate_message_group,
+    validate_properties_size,
+    validate_tag,
+    validate_topic,
+    validate_user_properties,
+)
+from oms.client.identity import new_message_id
+from oms.errors import OMSMessageFormatException, OMSNotSupportedException, from_mq_error
+from oms.keys import BuiltinKeys, NonStandardKeys
+from oms.message import BytesMessage
+
+# RocketMQ's default messageDelayLevel: level n waits DELAY_LEVELS_S[n - 1] seconds.
+DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+COMPRESS_LEVEL = 5  # RocketMQ's default compressMsgBodyLevel (zlib)
+
+# Sys headers a received message carries; sending such a message again ignores them.
+_RECEIVED_ONLY = frozenset(
+    {
+        BuiltinKeys.MESSAGE_ID,
+        BuiltinKeys.RECEIPT_HANDLE,
+        BuiltinKeys.BORN_TIMESTAMP,
+        BuiltinKeys.BORN_HOST,
+        BuiltinKeys.STORE_TIMESTAMP,
+        BuiltinKeys.STORE_HOST,
+        BuiltinKeys.REDELIVERED_NUMBER,
+        BuiltinKeys.REDELIVERED_REASON,
+        BuiltinKeys.TRANSACTION_ID,
+        BuiltinKeys.QUEUE_ID,
+        BuiltinKeys.QUEUE_OFFSET,
+    }
+)
+_UNSUPPORTED = {
+    BuiltinKeys.STOP_TIME: "a delivery window end is not supported by RocketMQ",
+    BuiltinKeys.TIMEOUT: "per-message TTL is not supported by the v2 protocol (TIMEOUT in send attributes is "
+    "the send timeout)",
+    BuiltinKeys.PRIORITY: "message priority is not supported by this broker",
+    BuiltinKeys.SCHEDULE_EXPRESSION: "cron delivery is not supported; use START_TIME or a delay level",
+    BuiltinKeys.SHARDING_PARTITION: "choose a queue with a selector instead",
+}
+_TAG_KEYS = (NonStandardKeys.TAGS, mc.PROPERTY_TAGS)
+_KEY_KEYS = (NonStandardKeys.KEYS, mc.PROPERTY_KEYS)
+_GROUP_KEYS = (BuiltinKeys.STREAM_KEY, BuiltinKeys.SHARDING_KEY, NonStandardKeys.SHARDING_KEY, mc.PROPERTY_SHARDING_KEY)
+_DELAY_KEYS = (NonStandardKeys.DELAY_TIME_LEVEL, mc.PROPERTY_DELAY_TIME_LEVEL)
+_MAPPED = frozenset(
+    {BuiltinKeys.DESTINATION, BuiltinKeys.SEARCH_KEYS, BuiltinKeys.START_TIME, BuiltinKeys.TRACE_ID}
+    | set(_TAG_KEYS)
+    | set(_KEY_KEYS)
+    | set(_GROUP_KEYS)
+    | set(_DELAY_KEYS)
+)
+
+
+@dataclass
+class WireMessage:
+    """A validated message ready for SendMessage; ``body_size`` is the size on the wire (after compression)."""
+
+    pb: definition_pb2.Message
+    source: BytesMessage
+    topic: str
+    message_type: int
+    body_size: int
+
+    @property
+    def message_id(self) -> str:
+        return str(self.pb.system_properties.message_id)
+
+
+def _format_error(key: str, why: str, code: int = Code.BAD_REQUEST) -> OMSMessageFormatException:
+    return OMSMessageFormatException(code, f"header {key}: {why}")
+
+
+def _first(message: BytesMessage, keys: tuple[str, ...]) -> tuple[str, str] | None:
+    for headers in (message.sys_headers(), message.user_headers()):
+        for key in keys:
+            value = headers.get(key)
+            if value is not None:
+                return key, value
+    return None
+
+
+def _timestamp_ms(ms: int) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _delivery_ms(message: BytesMessage, now_ms: int) -> int | None:
+    start = message.sys_headers().get(BuiltinKeys.START_TIME)
+    if start:
+        try:
+            deliver = int(start)
+        except ValueError:
+            raise _format_error(BuiltinKeys.START_TIME, f"{start!r} is not ms since the epoch") from None
+        if deliver - now_ms > MAX_DELAY_TIME_MS:
+            raise _format_error(
+                BuiltinKeys.START_TIME,
+                f"delivery is {(deliver - now_ms) // 1000}s ahead, the limit is {MAX_DELAY_TIME_MS // 1000}s",
+                Code.ILLEGAL_DELIVERY_TIME,
+            )
+        return deliver if deliver > now_ms else None
+    found = _first(message, _DELAY_KEYS)
+    if found is None:
+        return None
+    key, raw = found
+    try:
+        level = int(raw)
+    except ValueError:
+        raise _format_error(key, f"delay level {raw!r} is not an integer") from None
+    if level <= 0:
+        return None
+    level = min(level, len(DELAY_LEVELS_S))  # RocketMQ caps levels above the table at the last one
+    return now_ms + DELAY_LEVELS_S[level - 1] * 1000
+
+
+def to_wire(
+    message: BytesMessage,
+    *,
+    namespace: str = "",
+    born_host: str = "127.0.0.1",
+    max_message_size: int,
+    compress_over: int,
+    transactional: bool = False,
+) -> WireMessage:
+    """Validate and convert; sets ``MESSAGE_ID`` on ``message``. Raises ``OMSMessageFormatException`` & co."""
+    if not isinstance(message, BytesMessage):
+        raise TypeError(f"expected an oms.BytesMessage, got {type(message).__name__}")
+    sys_h, user_h = message.sys_headers(), message.user_headers()
+    for key, why in _UNSUPPORTED.items():
+        if key in sys_h:
+            raise OMSNotSupportedException(Code.NOT_IMPLEMENTED, f"header {key}: {why}")
+    reliability = sys_h.get(BuiltinKeys.RELIABILITY)
+    if reliability is not None and reliability.upper() != "PERSISTENT":
+        raise OMSNotSupportedException(Code.NOT_IMPLEMENTED, "header RELIABILITY: only PERSISTENT messages exist")
+    topic = message.destination
+    if not topic:
+        raise OMSMessageFormatException(Code.ILLEGAL_TOPIC, f"the message has no {BuiltinKeys.DESTINATION} (topic)")
+    body = message.body
+    now_ms = int(time.time() * 1000)
+    try:
+        validate_topic(topic)
+        try:
+            validate_body(body, max_message_size)
+        except MQError as exc:
+            raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
+        sp = definition_pb2.SystemProperties(message_id=new_message_id(), born_host=born_host)
+        sp.born_timestamp.CopyFrom(_timestamp_ms(now_ms))
+        size = 0
+        tag = _first(message, _TAG_KEYS)
+        if tag is not None:
+            validate_tag(tag[1])
+            sp.tag = tag[1]
+            size += len(tag[1].encode("utf-8"))
+        keys = message.keys
+        if keys:
+            validate_keys(keys)
+            sp.keys.extend(keys)
+            size += sum(len(k.encode("utf-8")) for k in keys)
+        group = _first(message, _GROUP_KEYS)
+        if group is not None:
+            validate_message_group(group[1])
+            sp.message_group = group[1]
+        deliver_ms = _delivery_ms(message, now_ms)
+        if deliver_ms is not None:
+            sp.delivery_timestamp.CopyFrom(_timestamp_ms(deliver_ms))
+        trace = sys_h.get(BuiltinKeys.TRACE_ID)
+        if trace:
+            sp.trace_context = trace
+        props: dict[str, str] = {}
+        # Unknown sys headers travel as properties, as RocketMQ's OMS did; user headers override them.
+        for key, value in sys_h.items():
+            if key not in _MAPPED and key not in _RECEIVED_ONLY:
+                props[key] = value
+        for key, value in user_h.items():
+            if key not in _MAPPED:
+                props[key] = value
+        size += validate_user_properties(props)
+        validate_properties_size(size)
+    except MQError as exc:
+        raise from_mq_error(exc) from None
+    if transactional:
+        if sp.HasField("message_group") or sp.HasField("delivery_timestamp"):
+            raise OMSMessageFormatException(
+                Code.BAD_REQUEST, "a transactional message cannot have a message group (sharding key) or a delay"
+            )
+        sp.message_type = definition_pb2.TRANSACTION
+    elif sp.HasField("delivery_timestamp"):
+        if sp.HasField("message_group"):
+            raise OMSMessageFormatException(
+                Code.BAD_REQUEST, "a delayed message cannot have a message group (sharding key)"
+            )
+        sp.message_type = definition_pb2.DELAY
+    elif sp.HasField("message_group"):
+        sp.message_type = definition_pb2.FIFO
+    else:
+        sp.message_type = definition_pb2.NORMAL
+    sp.body_encoding = definition_pb2.IDENTITY
+    if 0 < compress_over < len(body):
+        packed = zlib.compress(body, COMPRESS_LEVEL)
+        if len(packed) < len(body):  # incompressible bodies travel as they are
+            body = packed
+            # v2 has no ZLIB value: GZIP means "compressed", and readers accept zlib and gzip streams
+            sp.body_encoding = definition_pb2.GZIP
+    pb = definition_pb2.Message(
+        topic=definition_pb2.Resource(name=topic, resource_namespace=namespace),
+        user_properties=props,
+        system_properties=sp,
+        body=body,
+    )
+    sys_h[BuiltinKeys.MESSAGE_ID] = sp.message_id
+    return WireMessage(pb, message, topic, int(sp.message_type), len(body))
+
+
+def decode_body(body: bytes, encoding: int) -> bytes:
+    """A delivered body as the producer sent it (GZIP covers zlib streams too, as RocketMQ compresses)."""
+    if encoding != definition_pb2.GZIP:
+        return body
+    if body[:2] == b"\x1f\x8b":
+        return gzip.decompress(body)
+    return zlib.decompress(body)
+
+
+def _ms(ts: timestamp_pb2.Timestamp) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def from_wire(pb: definition_pb2.Message) -> BytesMessage:
+    """A delivered v2 message as a ``BytesMessage`` with its sys headers filled (consumers, check-backs)."""
+    sp = pb.system_properties
+    message = BytesMessage(decode_body(pb.body, sp.body_encoding), pb.topic.name, user_headers=dict(pb.user_properties))
+    sys_h = message.sys_headers()
+    sys_h[BuiltinKeys.MESSAGE_ID] = sp.message_id
+    if sp.HasField("tag"):
+        sys_h[NonStandardKeys.TAGS] = sp.tag
+    if sp.keys:
+        sys_h[BuiltinKeys.SEARCH_KEYS] = ",".join(sp.keys)
+    if sp.HasField("message_group"):
+        sys_h[BuiltinKeys.STREAM_KEY] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        sys_h[BuiltinKeys.START_TIME] = _ms(sp.delivery_timestamp)
+    if sp.HasField("born_timestamp"):
+        sys_h[BuiltinKeys.BORN_TIMESTAMP] = _ms(sp.born_timestamp)
+    if sp.born_host:
+        sys_h[BuiltinKeys.BORN_HOST] = sp.born_host
+    if sp.HasField("store_timestamp"):
+        sys_h[BuiltinKeys.STORE_TIMESTAMP] = _ms(sp.store_timestamp)
+    if sp.store_host:
+        sys_h[BuiltinKeys.STORE_HOST] = sp.store_host
+    if sp.HasField("receipt_handle"):
+        sys_h[BuiltinKeys.RECEIPT_HANDLE] = sp.receipt_handle
+    if sp.HasField("queue_offset"):
+        sys_h[BuiltinKeys.QUEUE_ID] = sp.queue_id
+        sys_h[BuiltinKeys.QUEUE_OFFSET] = sp.queue_offset
+    if sp.HasField("delivery_attempt"):
+        sys_h[BuiltinKeys.REDELIVERED_NUMBER] = max(0, sp.delivery_attempt - 1)
+    if sp.HasField("trace_context"):
+        sys_h[BuiltinKeys.TRACE_ID] = sp.trace_context
+    return message

@@ -1,0 +1,49 @@
+"""What a send returns: ``SendResult`` (frozen) and ``SendStatus`` (RocketMQ's names for "stored, but...").
+
+The degraded statuses come from the broker's persistence codes; every other failure is an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from common.errors import Code
+from oms.queue import MessageQueue
+
+
+class SendStatus(StrEnum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, not yet flushed (SYNC_FLUSH timed out)
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # stored on the master, the slave did not confirm in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # stored on the master, no slave to replicate to
+
+
+STATUS_OF_CODE: dict[int, SendStatus] = {
+    Code.OK: SendStatus.SEND_OK,
+    Code.MASTER_PERSISTENCE_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    Code.SLAVE_PERSISTENCE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    Code.HA_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+class TransactionResolution(StrEnum):
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"  # leave it to the broker's check-back (the producer's transaction_checker)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message_id: str
+    topic: str
+    queue: MessageQueue  # queue_id is -1 when the broker chose the queue (see docs/oms.md)
+    queue_offset: int
+    status: SendStatus = SendStatus.SEND_OK
+    transaction_id: str | None = None
+    transaction_resolution: TransactionResolution | None = None
+    recall_handle: str | None = None  # delay messages: cancel delivery with the broker's RecallMessage
+
+    @property
+    def ok(self) -> bool:
+        return self.status is SendStatus.SEND_OK

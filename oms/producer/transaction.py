@@ -12,6 +12,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rocketmq.grpc_protocol import definition_pb2
+
 from common.errors import Code
 from oms.errors import OMSTransactionException
 from oms.message import BytesMessage
@@ -72,7 +74,15 @@ def parse_resolution(outcome: object) -> TransactionResolution:
         return TransactionResolution.UNKNOWN
     if isinstance(outcome, bool):
         return TransactionResolution.COMMIT if outcome else TransactionResolution.ROLLBACK
-    name = getattr(outcome, "name", outcome)  # rocketmq.TransactionResolution.COMMIT -> "COMMIT"
+    if isinstance(outcome, int):  # the official client's protobuf enum: COMMIT=1, ROLLBACK=2
+        by_value = {
+            definition_pb2.COMMIT: TransactionResolution.COMMIT,
+            definition_pb2.ROLLBACK: TransactionResolution.ROLLBACK,
+            definition_pb2.TRANSACTION_RESOLUTION_UNSPECIFIED: TransactionResolution.UNKNOWN,
+        }
+        if outcome in by_value:
+            return by_value[outcome]
+    name = getattr(outcome, "name", outcome)
     if isinstance(name, str):
         text = name.strip().upper()
         if text in ("COMMIT", "COMMIT_MESSAGE"):

@@ -139,8 +139,12 @@ def to_wire(
     max_message_size: int,
     compress_over: int,
     transactional: bool = False,
+    message_id: str | None = None,
 ) -> WireMessage:
-    """Validate and convert; sets ``MESSAGE_ID`` on ``message``. Raises ``OMSMessageFormatException`` & co."""
+    """Validate and convert; sets ``MESSAGE_ID`` on ``message`` (``message_id`` or a new one).
+
+    Raises ``OMSMessageFormatException`` & co.
+    """
     if not isinstance(message, BytesMessage):
         raise TypeError(f"expected an oms.BytesMessage, got {type(message).__name__}")
     sys_h, user_h = message.sys_headers(), message.user_headers()
@@ -161,7 +165,7 @@ def to_wire(
             validate_body(body, max_message_size)
         except MQError as exc:
             raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
-        sp = definition_pb2.SystemProperties(message_id=new_message_id(), born_host=born_host)
+        sp = definition_pb2.SystemProperties(message_id=message_id or new_message_id(), born_host=born_host)
         sp.born_timestamp.CopyFrom(_timestamp_ms(now_ms))
         size = 0
         tag = _first(message, _TAG_KEYS)

@@ -23,14 +23,15 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def oms_before_send(message: BytesMessage) -> None:
     """Called on the sending thread before a message is sent (once per message, also for batch members).
 
-    Runs after the message was validated and given its ``MESSAGE_ID``, so headers can be read and user
-    headers can no longer change what is sent. Raising aborts the send: the exception reaches the caller.
+    The message already has its ``MESSAGE_ID``; headers added here are sent (e.g. a trace context) and then
+    validated like the rest. Raising aborts the send: the exception reaches the caller.
     """
 
 
 @hookspec
 def oms_after_send(message: BytesMessage, result: SendResult | None, error: BaseException | None) -> None:
-    """Called once per message when its send finished: ``result`` on success, else ``error``.
+    """Called once per message that went through ``oms_before_send``: ``result`` on success, else ``error``
+    (a message refused by validation after the hook included).
 
     For ``send`` it runs on the caller's thread; for ``send_async``/``send_oneway`` on a producer callback
     thread, before the future's listeners. Exceptions are logged and do not change the outcome.

@@ -25,7 +25,7 @@ from common.errors import Code
 from common.limits import MAX_BATCH_SIZE, MAX_MESSAGE_BODY_SIZE, MAX_SEND_BATCH_MESSAGES
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
-from oms.client.identity import local_host
+from oms.client.identity import local_host, new_message_id
 from oms.client.routes import RouteQueue
 from oms.client.rpc import SUCCESS_CODES
 from oms.convert import WireMessage, from_wire, to_wire
@@ -263,7 +263,7 @@ class Producer:
     def create_bytes_message(self, destination: str, body: bytes | str) -> BytesMessage:
         return BytesMessage(body, destination)
 
-    def _wire(self, message: BytesMessage, transactional: bool = False) -> WireMessage:
+    def _wire(self, message: BytesMessage, message_id: str, transactional: bool = False) -> WireMessage:
         return to_wire(
             message,
             namespace=self._ap.namespace,
@@ -271,7 +271,24 @@ class Producer:
             max_message_size=self.config.max_message_size,
             compress_over=self.config.compress_msg_body_over_howmuch,
             transactional=transactional,
+            message_id=message_id,
         )
+
+    def _prepare(self, message: BytesMessage, transactional: bool = False) -> WireMessage:
+        """Give the message its id, run ``oms_before_send`` (it may add headers), then validate and convert.
+
+        From here on every outcome reaches ``oms_after_send``: a refused message too.
+        """
+        if not isinstance(message, BytesMessage):
+            raise TypeError(f"expected an oms.BytesMessage, got {type(message).__name__}")
+        message_id = new_message_id()
+        message.sys_headers()[BuiltinKeys.MESSAGE_ID] = message_id
+        self._hooks.before_send(message)
+        try:
+            return self._wire(message, message_id, transactional)
+        except OMSException as exc:
+            self._hooks.after_send(message, None, exc)
+            raise
 
     def _timeout(self, attributes: Mapping[str, Any] | None, timeout: float | None) -> float:
         if timeout is not None:
@@ -496,10 +513,9 @@ class Producer:
             return self._send_transactional(message, executor, attrs, timeout)
         self._running_core()
         timeout_s = self._timeout(attrs, timeout)
-        wire = self._wire(message)
-        pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
-        self._hooks.before_send(message)
+        wire = self._prepare(message)
         try:
+            pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
             results, _ = self._run(
                 self._send_wire([wire], time.monotonic() + timeout_s, pinned, self._attempts()), timeout_s
             )
@@ -524,11 +540,14 @@ class Producer:
         """
         self._running_core()
         timeout_s = self._timeout(attributes, timeout)
-        wire = self._wire(message)
-        pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
-        self._hooks.before_send(message)
+        wire = self._prepare(message)
+        try:
+            pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
+            inner = self._submit(self._send_wire([wire], time.monotonic() + timeout_s, pinned, self._attempts()))
+        except OMSException as exc:
+            self._hooks.after_send(message, None, exc)
+            raise
         future: Future[SendResult] = Future()
-        inner = self._submit(self._send_wire([wire], time.monotonic() + timeout_s, pinned, self._attempts()))
         inner.add_done_callback(lambda done: self._dispatch(self._complete_async, message, done, future))
         return future
 
@@ -561,8 +580,7 @@ class Producer:
         try:
             self._running_core()
             timeout_s = self._timeout(attributes, None)
-            wire = self._wire(message)
-            self._hooks.before_send(message)
+            wire = self._prepare(message)
             inner = self._submit(self._send_wire([wire], time.monotonic() + timeout_s, None, 1))
         except Exception as exc:
             log.warning("oneway send of %r not sent: %s", message, exc)
@@ -600,11 +618,16 @@ class Producer:
         if not batch:
             return []
         timeout_s = self._timeout(attributes, timeout)
-        wires = [self._wire(m) for m in batch]
-        chunks = split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES)
-        for m in batch:
-            self._hooks.before_send(m)
         results: list[SendResult | None] = [None] * len(batch)
+        wires: list[WireMessage] = []
+        try:
+            for m in batch:
+                wires.append(self._prepare(m))  # a refused member stops the batch before anything is sent
+        except OMSException as exc:
+            for m in batch[: len(wires)]:  # already seen by oms_before_send: they will not be sent
+                self._hooks.after_send(m, None, exc)
+            raise
+        chunks = split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES)
         try:
             for chunk in chunks:
                 sent, _ = self._run(
@@ -632,8 +655,7 @@ class Producer:
         """
         self._running_core()
         timeout_s = self._timeout(attributes, timeout)
-        wire = self._wire(message, transactional=True)
-        self._hooks.before_send(message)
+        wire = self._prepare(message, transactional=True)
         try:
             results, queue = self._run(
                 self._send_wire([wire], time.monotonic() + timeout_s, None, self._attempts()), timeout_s

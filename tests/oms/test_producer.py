@@ -176,29 +176,40 @@ def test_interceptors_and_access_point_plugins_see_every_send(shared_broker, acc
 
     class Recorder:
         def oms_before_send(self, message):
+            assert message.message_id  # ids are assigned before the hooks run
             calls.append(("before", message.get_body(str), None))
 
         def oms_after_send(self, message, result, error):
             calls.append(("after", message.get_body(str), result.message_id if result else type(error).__name__))
 
-    class Global:
+    class Tracing:
         @oms.hookimpl
         def oms_before_send(self, message):
-            message.put_sys_headers("seen-by-plugin", "yes")
+            message.put_user_headers("trace", f"t-{message.message_id}")  # headers added here are sent
+            if message.get_body(str) == "veto":
+                raise PermissionError("vetoed by a plugin")
 
-    access_point.plugin_manager.register(Global())
+    access_point.plugin_manager.register(Tracing())
     recorder = Recorder()
     with access_point.create_producer() as p:
         p.add_interceptor(recorder)
         r1 = p.send(oms.BytesMessage(b"one", "OmsHooks"))
         r2 = p.send_async(oms.BytesMessage(b"two", "OmsHooks")).get(10)
         p.send_batch([oms.BytesMessage(b"three", "OmsHooks")])
+        with pytest.raises(oms.OMSMessageFormatException):
+            p.send(oms.BytesMessage(b"badtag", "OmsHooks", tags="a|b"))
+        with pytest.raises(PermissionError):
+            p.send(oms.BytesMessage(b"veto", "OmsHooks"))
         p.remove_interceptor(recorder)
         p.send(oms.BytesMessage(b"unseen", "OmsHooks"))
     assert ("before", "one", None) in calls and ("after", "one", r1.message_id) in calls
     assert ("after", "two", r2.message_id) in calls and ("before", "three", None) in calls
+    assert ("after", "badtag", "OMSMessageFormatException") in calls  # refused after the hook: still reported
     assert not any(c[1] == "unseen" for c in calls)
-    assert len([c for c in calls if c[0] == "after"]) == 3
+    assert len([c for c in calls if c[0] == "after"]) == 4
+    stored = {m.body: m for msgs in pull_all(shared_broker.addr, "OmsHooks").values() for m in msgs}
+    assert set(stored) == {b"one", b"two", b"three", b"unseen"}
+    assert stored[b"one"].user_properties["trace"] == f"t-{r1.message_id}"
 
 
 @pytest.mark.timeout(60)

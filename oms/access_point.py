@@ -5,8 +5,10 @@ Shutting it down shuts down every client it created, then closes the channels an
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,6 +35,14 @@ log = logging.getLogger("oms")
 DRIVER = "rocketmq"
 LOAD_PLUGINS_KEY = "oms.load.plugins"  # "false" skips the orbitmq.client_plugins entry points
 STOP_TIMEOUT_S = 10.0
+_live: weakref.WeakSet[MessagingAccessPoint] = weakref.WeakSet()
+
+
+@atexit.register
+def _shutdown_forgotten() -> None:
+    """Access points still running at interpreter exit are shut down (brokers hear goodbye, threads end)."""
+    for ap in list(_live):
+        ap.shutdown()
 
 
 class Lifecycle(Protocol):
@@ -94,6 +104,7 @@ class MessagingAccessPoint:
             if self._closed:
                 raise OMSIllegalStateException("the access point was shut down; get a new one")
             self._loop.start()
+            _live.add(self)
         return self
 
     def shutdown(self) -> None:
@@ -103,6 +114,7 @@ class MessagingAccessPoint:
                 return
             self._closed = True
             children = list(self._children)
+        _live.discard(self)
         for child in reversed(children):
             try:
                 child.shutdown()

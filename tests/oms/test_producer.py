@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
@@ -238,3 +239,13 @@ def test_lifecycle_is_idempotent_and_the_access_point_stops_everything(shared_br
             break
         time.sleep(0.05)
     assert leftover == []
+
+
+@pytest.mark.timeout(60)
+def test_the_quick_start_in_docs_runs(shared_broker, capsys):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "oms.md").read_text()
+    snippet = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(snippet.replace("127.0.0.1:9876", shared_broker.addr), "docs/oms.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "broker-1" in out and "sent " in out
+    assert b"hello" in bodies(shared_broker.addr, "TopicTest")

@@ -330,3 +330,25 @@ def test_plain_objects_and_marked_plugins_implement_hooks():
     hooks.before_send(oms.BytesMessage(b"x", "T"))
     hooks.after_send(oms.BytesMessage(b"x", "T"), None, None)
     assert seen == ["plain-before", "marked-after"]
+
+
+def test_third_party_plugins_load_from_the_entry_point_group(tmp_path, monkeypatch):
+    (tmp_path / "oms_fake_plugin.py").write_text(
+        "import oms\nSEEN = []\n@oms.hookimpl\ndef oms_before_send(message):\n    SEEN.append(message.get_body(str))\n"
+    )
+    dist = tmp_path / "oms_fake_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: oms-fake-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[orbitmq.client_plugins]\nfake = oms_fake_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ap = oms.get_messaging_access_point("oms:rocketmq://127.0.0.1:1/")
+    try:
+        assert ap.plugin_manager.has_plugin("fake")
+        Hooks(ap.plugin_manager).before_send(oms.BytesMessage(b"via entry point", "T"))
+        import oms_fake_plugin  # type: ignore[import-not-found]
+
+        assert oms_fake_plugin.SEEN == ["via entry point"]
+        off = oms.get_messaging_access_point("oms:rocketmq://127.0.0.1:1/", {"oms.load.plugins": False})
+        assert not off.plugin_manager.has_plugin("fake")
+    finally:
+        ap.shutdown()

@@ -352,3 +352,19 @@ def test_third_party_plugins_load_from_the_entry_point_group(tmp_path, monkeypat
         assert not off.plugin_manager.has_plugin("fake")
     finally:
         ap.shutdown()
+
+
+def test_oms_depends_on_common_only():
+    import ast
+    from pathlib import Path
+
+    root = Path(oms.__file__).resolve().parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in {"broker", "namesrv", "plugins", "transports"}, (path, name)

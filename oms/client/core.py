@@ -63,6 +63,7 @@ class ClientCore:
         self._settings = settings
         self._on_command = on_command
         self._sessions: dict[Endpoint, TelemetrySession] = {}
+        self._retired: set[TelemetrySession] = set()  # closing after their broker left the routes
         self._known_topics: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -113,9 +114,10 @@ class ClientCore:
         endpoints = self.routes.endpoints()
         if endpoints:
             await asyncio.gather(*(self._goodbye(e) for e in endpoints))
-        for session in list(self._sessions.values()):
-            await session.close()
+        for session in [*self._sessions.values(), *self._retired]:
+            await session.close()  # idempotent: a retired session may have closed already
         self._sessions.clear()
+        self._retired.clear()
 
     async def _goodbye(self, endpoint: Endpoint) -> None:
         request = service_pb2.NotifyClientTerminationRequest()
@@ -145,6 +147,12 @@ class ClientCore:
             for endpoint, session in self._sessions.items():
                 if endpoint not in route.endpoints():
                     self.spawn(session.sync_settings(), f"settings {endpoint}")
+        live = self.routes.endpoints()
+        for endpoint in [e for e in self._sessions if e not in live]:
+            # a broker that left every route: stop reconnecting to it (it gets a new stream if it comes back)
+            session = self._sessions.pop(endpoint)
+            self._retired.add(session)
+            self.spawn(session.close(), f"close telemetry {endpoint}")
 
     async def _route_loop(self) -> None:
         while True:

@@ -197,3 +197,18 @@ def test_credentials_without_a_signer_fail_clearly(fake_server, monkeypatch):
         with pytest.raises(oms.OMSSecurityException) as err:
             ap.create_producer().startup()
         assert err.value.code == Code.UNAUTHORIZED
+
+
+@pytest.mark.timeout(30)
+def test_routes_refresh_and_heartbeats_run_in_the_background(fake_server, monkeypatch):
+    import oms.client.core as core
+
+    monkeypatch.setattr(core, "ROUTE_REFRESH_S", 0.1)
+    monkeypatch.setattr(core, "FIRST_HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(core, "HEARTBEAT_S", 0.1)
+    url = f"oms:rocketmq://127.0.0.1:{fake_server.port}/"
+    with oms.get_messaging_access_point(url) as ap, ap.create_producer() as p:
+        p.send(oms.BytesMessage(b"x", "T"))
+        _wait(lambda: len(fake_server.methods("QueryRoute")) >= 4 and len(fake_server.methods("Heartbeat")) >= 3)
+    [(_, hb)] = fake_server.methods("Heartbeat")[:1]
+    assert hb.client_type == definition_pb2.PRODUCER

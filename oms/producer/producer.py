@@ -147,7 +147,9 @@ def _retryable(error: OMSException) -> bool:
 
 
 def _is_executor(value: object) -> bool:
-    return isinstance(value, LocalTransactionExecutor) or (callable(value) and not isinstance(value, Mapping))
+    if isinstance(value, Mapping):
+        return False
+    return isinstance(value, LocalTransactionExecutor) or callable(getattr(value, "execute", None)) or callable(value)
 
 
 class Producer:

@@ -24,6 +24,8 @@ from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from benchmarks.common import pct, write_result
+from common.proto import consume_pb2, consume_pb2_grpc
+from common.record import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_SIZE = 100
@@ -192,6 +194,34 @@ async def bench_pull(addr: str, topic: str, batch: int) -> dict[str, Any]:
     return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed)}
 
 
+async def bench_pull_batch(addr: str, topic: str, batch: int) -> dict[str, Any]:
+    """Drain every queue with ``Consume/PullBatch``; the client decodes each record (body, topic, properties)."""
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        stub = consume_pb2_grpc.ConsumeStub(ch)
+        counts = [0] * QUEUES
+        body_bytes = [0]
+
+        async def drain(qid: int) -> None:
+            offset = 0
+            while True:
+                req = consume_pb2.PullBatchRequest(
+                    group="bench-pull-batch", topic=topic, queue_id=qid, offset=offset, max_messages=batch
+                )
+                resp = await stub.PullBatch(req)
+                if resp.status.code != definition_pb2.Code.OK or not resp.count:
+                    return
+                for record in iter_records(resp.records):
+                    body_bytes[0] += len(record.body)
+                counts[qid] += resp.count
+                offset = resp.next_offset
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(drain(q) for q in range(QUEUES)))
+        elapsed = time.perf_counter() - t0
+    total = sum(counts)
+    return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed), "decoded": True}
+
+
 async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 5.0) -> dict[str, Any]:
     """Send ``rate`` msg/s (a small batch every tick), long-poll PullMessage on every queue, measure send->receive."""
     per_tick = max(1, round(rate * tick_ms / 1000))
@@ -311,6 +341,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             official = bench_official_producer(broker.addr, n_official)
             batched = asyncio.run(bench_batched_produce(broker.addr, "BenchBatchT", n_batched, 1024, 4))
             pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
+            pull_batch = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024))
             seconds = 2.0 if quick else 5.0
             latency_low = asyncio.run(bench_latency(broker.addr, "BenchLat1kT", 1_000, seconds))
             latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, seconds))
@@ -322,6 +353,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "official_async_send_msgs_per_s": official["async_msgs_per_s"],
         "batched_produce_msgs_per_s": batched["msgs_per_s"],
         "pull_consume_msgs_per_s": pull["msgs_per_s"],
+        "pull_batch_consume_msgs_per_s": pull_batch["msgs_per_s"],
         "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
@@ -334,6 +366,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "official_producer": official,
         "batched_produce": batched,
         "pull": pull,
+        "pull_batch": pull_batch,
         "grpc_stream_ceiling": ceiling,
         "latency_1k": latency_low,
         "latency": latency,

@@ -12,7 +12,7 @@ import sys
 
 from benchmarks.common import write_result
 
-BENCHES = ["store", "e2e"]
+BENCHES = ["store", "e2e", "filter"]
 
 
 def main(argv: list[str] | None = None) -> int:

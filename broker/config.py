@@ -37,6 +37,19 @@ class BrokerConfig:
     transactionTimeOut: int = 6_000  # ms a half message waits before its producer is asked (RocketMQ key)
     transactionCheckInterval: int = 30_000  # ms between orphan-check scans (RocketMQ key)
     transactionCheckMax: int = 15  # checks before an unresolved half message is rolled back
+    # Plugins (docs/plugins.md)
+    pluginsDisabled: str = ""  # comma-separated plugin names not to load (built-in or third-party)
+    loadPluginEntryPoints: bool = True  # load third-party plugins from the ``orbitmq.plugins`` entry points
+    enablePropertyFilter: bool = True  # SQL92 subscriptions (RocketMQ's key; on by default here)
+    enableCalcFilterBitMap: bool = True  # Bloom pre-check bits for SQL92 groups in the ConsumeQueue extension
+    maxErrorRateOfBloomFilter: int = 20  # percent
+    expectConsumerNumUseFilter: int = 32  # SQL92 groups per topic the Bloom filter is sized for
+    defaultAllocateStrategy: str = "AVG"  # QueryAssignment strategy for groups that name none
+    aclEnable: bool = False
+    aclFile: str = ""  # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+
+    def disabled_plugins(self) -> list[str]:
+        return [p.strip() for p in self.pluginsDisabled.split(",") if p.strip()]
 
     @property
     def broker_addr(self) -> str:

@@ -9,13 +9,19 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rocketmq.grpc_protocol import definition_pb2
+
 from broker.config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
+from broker.filter import v2_expression
 from broker.long_polling import LongPollingService
+from broker.store.results import MessageFilter
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 
 if TYPE_CHECKING:
+    from broker.consumer_filter_manager import ConsumerFilterManager
+    from broker.plugins import BrokerPlugins
     from broker.registration import BrokerRegistrar
     from broker.store.message_store import DefaultMessageStore
     from broker.timer_service import TimerService
@@ -34,9 +40,25 @@ class BrokerContext:
     telemetry: TelemetryHub
     store_host: tuple[str, int]
     loop: asyncio.AbstractEventLoop
+    plugins: BrokerPlugins
+    filters: ConsumerFilterManager | None = None  # SQL92 registrations and Bloom bits; None = no pre-check
     registrar: BrokerRegistrar | None = None  # set when name servers are configured
     timer: TimerService | None = None  # delay messages; None = refused
     transactions: TransactionService | None = None  # half messages; None = refused
+
+    def subscription_filter(
+        self, group: str, topic: str, expression: definition_pb2.FilterExpression | None
+    ) -> MessageFilter | None:
+        """The compiled filter of a v2 subscription (None = everything), Bloom-checked for SQL92 groups."""
+        spec = v2_expression(expression)
+        return None if spec is None else self.compiled_filter(group, topic, *spec)
+
+    def compiled_filter(self, group: str, topic: str, expression_type: str, expression: str) -> MessageFilter | None:
+        """The compiled filter of a subscription given by type and expression (None = everything)."""
+        compiled = self.plugins.compile_filter(expression_type, expression)
+        if self.filters is None or compiled is None:
+            return compiled
+        return self.filters.filter_for(group, topic, compiled)
 
     @property
     def broker_name(self) -> str:

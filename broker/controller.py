@@ -15,11 +15,15 @@ from typing import Any
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from broker.builtin_plugins import builtin_plugins
 from broker.config import BrokerSettings
+from broker.consumer_filter_manager import ConsumerFilterManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.context import BrokerContext
+from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
 from broker.long_polling import LongPollingService
+from broker.plugins import BrokerPlugins
 from broker.registration import BrokerRegistrar
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
@@ -27,6 +31,7 @@ from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
 from common.logging import get_logger
+from common.proto import consume_pb2_grpc
 from common.v2.settings import SettingsPolicy
 from common.v2.telemetry import TelemetryHub
 
@@ -90,6 +95,21 @@ class BrokerController:
         telemetry = TelemetryHub(policy, client_expired_s=cfg.clientExpireMs / 1000)
         long_polling = LongPollingService(loop, store)
         store.add_arriving_listener(long_polling.on_arrival)
+        plugins = BrokerPlugins.create(
+            builtin_plugins(cfg, root), load_entry_points=cfg.loadPluginEntryPoints, disabled=cfg.disabled_plugins()
+        )
+        filters = None
+        if cfg.enableCalcFilterBitMap:
+            filters = ConsumerFilterManager(
+                root / "config" / "consumerFilter.json",
+                store,
+                plugins.compile_filter,
+                plugins.filter_bits,
+                error_rate_percent=cfg.maxErrorRateOfBloomFilter,
+                expected_groups=cfg.expectConsumerNumUseFilter,
+            )
+            filters.load()
+            store.add_dispatcher(filters)
         store.start()
         ctx = BrokerContext(
             config=cfg,
@@ -101,6 +121,8 @@ class BrokerController:
             telemetry=telemetry,
             store_host=store_host,
             loop=loop,
+            plugins=plugins,
+            filters=filters,
         )
         self.ctx = ctx
         ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
@@ -117,6 +139,7 @@ class BrokerController:
         server = grpc.aio.server(options=GRPC_OPTIONS)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
+        consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)
         try:
             self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
         except RuntimeError as exc:

@@ -1,6 +1,6 @@
 """Tag filtering (``*`` or ``TagA || TagB``) as RocketMQ does it: tag hash on the ConsumeQueue, exact tag after.
 
-Used by PullMessage and by the pop service; SQL92 filters come later through the plugin layer.
+``TagFilter`` is the built-in TAG filter plugin's compiled form; v2 ``FilterExpression``s map to types here.
 """
 
 from __future__ import annotations
@@ -9,10 +9,13 @@ from dataclasses import dataclass
 
 from rocketmq.grpc_protocol import definition_pb2
 
+from broker.hookspecs import FilterType
+from broker.store.consume_queue_ext import CqExtUnit
 from broker.store.message import MessageExt, tags_hash_code
 from common.errors import Code, MQError
 
 SUB_ALL = "*"
+MAX_TAG_EXPRESSION_LENGTH = 4096
 
 
 @dataclass(frozen=True)
@@ -21,22 +24,30 @@ class TagFilter:
 
     tags: frozenset[str]
     codes: frozenset[int]
+    expression: str = SUB_ALL
+    expression_type: str = FilterType.TAG.value
+    uses_cq_ext: bool = False
 
     @classmethod
     def parse(cls, expression: str) -> TagFilter:
         expr = (expression or "").strip()
+        if len(expr) > MAX_TAG_EXPRESSION_LENGTH:
+            raise MQError(
+                Code.ILLEGAL_FILTER_EXPRESSION,
+                f"tag expression is {len(expr)} characters, the limit is {MAX_TAG_EXPRESSION_LENGTH}",
+            )
         if not expr or expr == SUB_ALL:
             return cls(frozenset(), frozenset())
         tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
         if not tags:
             raise MQError(Code.ILLEGAL_FILTER_EXPRESSION, f"tag expression {expression!r} names no tag")
-        return cls(tags, frozenset(tags_hash_code(t) for t in tags))
+        return cls(tags, frozenset(tags_hash_code(t) for t in tags), expr)
 
     @property
     def matches_all(self) -> bool:
         return not self.tags
 
-    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: bytes | None) -> bool:
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: CqExtUnit | None) -> bool:
         return self.matches_all or tags_code in self.codes
 
     def is_matched_by_commitlog(self, msg: MessageExt) -> bool:
@@ -44,11 +55,10 @@ class TagFilter:
         return self.matches_all or msg.tags in self.tags
 
 
-def filter_from_v2(expression: definition_pb2.FilterExpression | None) -> TagFilter | None:
-    """None for "everything"; ILLEGAL_FILTER_EXPRESSION for SQL92 until the plugin lands or a bad tag list."""
+def v2_expression(expression: definition_pb2.FilterExpression | None) -> tuple[str, str] | None:
+    """(expression type, expression) of a v2 filter; None for "everything"."""
     if expression is None or expression.type == definition_pb2.FilterType.FILTER_TYPE_UNSPECIFIED:
         return None
     if expression.type == definition_pb2.FilterType.SQL:
-        raise MQError(Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filter expressions are not supported by this broker yet")
-    tag_filter = TagFilter.parse(expression.expression)
-    return None if tag_filter.matches_all else tag_filter
+        return FilterType.SQL92.value, expression.expression
+    return FilterType.TAG.value, expression.expression

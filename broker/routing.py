@@ -1,6 +1,6 @@
 """Topic routes as this broker answers them: the name servers' view in a cluster, its own table standalone.
 
-Also the queue assignment of QueryAssignment (averagely over the group's live clients).
+Also the queue assignment of QueryAssignment (the group's allocation strategy over its live clients).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from common.errors import Code, MQError
 from common.logging import get_logger
 from common.route import BrokerData, QueueData, TopicConfig, TopicRouteData
 from common.v2.routes import route_assignments
+from plugins.allocators import QueueRef
 
 log = get_logger("broker.routing")
 
@@ -51,29 +52,30 @@ async def topic_route(ctx: BrokerContext, topic: str, *, auto_create: bool = Tru
     return local_route(ctx, tc)
 
 
-def allocate_averagely(items: list[definition_pb2.Assignment], clients: list[str], me: str) -> list[int]:
-    """RocketMQ's AllocateMessageQueueAveragely over sorted clients; a client left without items shares one."""
-    if not items:
-        return []
-    if me not in clients:
-        clients = sorted([*clients, me])
-    n, index = len(items), clients.index(me)
-    mod = n % len(clients)
-    if n <= len(clients):
-        # More clients than queues: everyone still gets one (pop assignments can be shared).
-        return [index % n]
-    size = n // len(clients) + (1 if index < mod else 0)
-    start = index * size if index < mod else index * size + mod
-    return list(range(start, min(start + size, n)))
+def _queue_ref(item: definition_pb2.Assignment) -> QueueRef:
+    return QueueRef(item.message_queue.broker.name, item.message_queue.id)
 
 
 async def assignments_for(
     ctx: BrokerContext, topic: definition_pb2.Resource, group: str, client_id: str
 ) -> list[definition_pb2.Assignment]:
+    """The group's allocation strategy plugin over the live clients (every broker computes the same answer).
+
+    A client the strategy leaves without items still shares one: receive/ack assignments are not exclusive, and
+    a consumer that never receives is worse than two that share a broker's queues."""
     route = await topic_route(ctx, topic.name, auto_create=False)
     group_cfg = ctx.groups.get_or_auto_create(group)
     all_items = route_assignments(topic, route, group_cfg.consume_message_orderly)
     if not all_items:
         raise MQError(Code.FORBIDDEN, f"topic {topic.name!r} has no readable queue")
-    picked = allocate_averagely(all_items, sorted(c.client_id for c in ctx.telemetry.clients(group=group)), client_id)
-    return [all_items[i] for i in picked]
+    clients = sorted({c.client_id for c in ctx.telemetry.clients(group=group)} | {client_id})
+    by_ref = {_queue_ref(item): item for item in all_items}
+    strategy = group_cfg.allocate_strategy or ctx.config.defaultAllocateStrategy
+    try:
+        picked = ctx.plugins.allocate(strategy, group_cfg.allocate_options, group, client_id, list(by_ref), clients)
+    except ValueError as exc:  # the strategy's own validation (AllocationError)
+        raise MQError(Code.BAD_REQUEST, f"allocation strategy {strategy!r} of group {group!r}: {exc}") from exc
+    if not picked:
+        refs = sorted(by_ref)
+        picked = [refs[clients.index(client_id) % len(refs)]]
+    return [by_ref[ref] for ref in picked]

@@ -6,7 +6,7 @@ Groups are auto-created on first use when ``autoCreateSubscriptionGroup`` is on,
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,8 @@ class SubscriptionGroupConfig:
     retry_queue_nums: int = 1
     retry_max_times: int = DEFAULT_CONSUMER_RETRY_MAX_TIMES
     consume_message_orderly: bool = False
+    allocate_strategy: str = ""  # QueryAssignment strategy (plugins/allocators); "" = the broker's default
+    allocate_options: dict[str, str] = field(default_factory=dict)  # e.g. {"consumeridcs": "room1,room2"}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -32,6 +34,8 @@ class SubscriptionGroupConfig:
             "retryQueueNums": self.retry_queue_nums,
             "retryMaxTimes": self.retry_max_times,
             "consumeMessageOrderly": self.consume_message_orderly,
+            "allocateStrategy": self.allocate_strategy,
+            "allocateOptions": dict(self.allocate_options),
         }
 
     @classmethod
@@ -43,6 +47,8 @@ class SubscriptionGroupConfig:
             retry_queue_nums=int(d.get("retryQueueNums", 1)),
             retry_max_times=int(d.get("retryMaxTimes", DEFAULT_CONSUMER_RETRY_MAX_TIMES)),
             consume_message_orderly=bool(d.get("consumeMessageOrderly", False)),
+            allocate_strategy=str(d.get("allocateStrategy", "")),
+            allocate_options={str(k): str(v) for k, v in (d.get("allocateOptions") or {}).items()},
         )
 
 

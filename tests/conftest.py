@@ -54,6 +54,7 @@ class BrokerHandle:
     log_path: Path
     process: ServerProcess
     options: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def addr(self) -> str:
@@ -66,7 +67,7 @@ class BrokerHandle:
         self.process.stop(signal.SIGKILL)
 
     def start(self, timeout: float = 30.0) -> BrokerHandle:
-        self.process = ServerProcess(list(self.args), self.log_path).start()
+        self.process = ServerProcess(list(self.args), self.log_path, env=self.env).start()
         self.process.wait_port(self.port, timeout)
         return self
 
@@ -105,6 +106,7 @@ class BrokerFactory:
         options: dict[str, str] | None = None,
         store: Path | None = None,
         timeout: float = 30.0,
+        env: dict[str, str] | None = None,
     ) -> BrokerHandle:
         """Start ``mqbroker`` on a free port; ``namesrv`` None means a broker without name server."""
         self._count += 1
@@ -122,8 +124,8 @@ class BrokerFactory:
         for key, value in opts.items():
             args += ["-o", f"{key}={value}"]
         log_path = self.tmp_path / f"{name}.log"
-        proc = ServerProcess(args, log_path)
-        handle = BrokerHandle(name, port, store, args, log_path, proc, opts)
+        proc = ServerProcess(args, log_path, env=env or {})
+        handle = BrokerHandle(name, port, store, args, log_path, proc, opts, env or {})
         self._brokers.append(handle)
         handle.start(timeout)
         return handle

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from broker import access
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.store.message import MessageExt
@@ -51,6 +52,8 @@ def _group_to_pb(g: SubscriptionGroupConfig) -> admin_pb2.GroupConfig:
         consume_message_orderly=g.consume_message_orderly,
         retry_queue_nums=g.retry_queue_nums,
         consume_broadcast_enable=g.consume_broadcast_enable,
+        allocate_strategy=g.allocate_strategy,
+        allocate_options=g.allocate_options,
     )
 
 
@@ -90,6 +93,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     # ------------------------------------------------------------------ topics
     async def CreateOrUpdateTopic(self, request: Any, context: Any) -> admin_pb2.TopicResponse:
         async def run() -> admin_pb2.TopicResponse:
+            access.check_admin(self.ctx.plugins, context, "CreateOrUpdateTopic", self.ctx.broker_name)
             c = request.config
             validate_topic(c.topic_name)
             if not (0 < c.read_queue_nums <= 1024 and 0 < c.write_queue_nums <= 1024):
@@ -115,6 +119,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def DeleteTopic(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:
+            access.check_admin(self.ctx.plugins, context, "DeleteTopic", self.ctx.broker_name)
             self._topic(request.topic)
             self.ctx.topics.delete(request.topic)
             self.ctx.offsets.remove_topic(request.topic)
@@ -126,6 +131,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def ListTopics(self, request: Any, context: Any) -> admin_pb2.ListTopicsResponse:
         async def run() -> admin_pb2.ListTopicsResponse:
+            access.check_admin(self.ctx.plugins, context, "ListTopics", self.ctx.broker_name)
             topics = sorted(self.ctx.topics.user_topics(), key=lambda t: t.topic_name)
             return admin_pb2.ListTopicsResponse(status=_ok(), topics=[_topic_to_pb(t) for t in topics])
 
@@ -133,6 +139,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def TopicStatus(self, request: Any, context: Any) -> admin_pb2.TopicStatusResponse:
         async def run() -> admin_pb2.TopicStatusResponse:
+            access.check_admin(self.ctx.plugins, context, "TopicStatus", self.ctx.broker_name)
             tc = self._topic(request.topic)
             store = self.ctx.store
             queues = []
@@ -152,6 +159,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     # ------------------------------------------------------------------ groups
     async def CreateOrUpdateGroup(self, request: Any, context: Any) -> admin_pb2.GroupResponse:
         async def run() -> admin_pb2.GroupResponse:
+            access.check_admin(self.ctx.plugins, context, "CreateOrUpdateGroup", self.ctx.broker_name)
             c = request.config
             validate_group(c.group_name)
             if c.retry_max_times < 0:
@@ -163,7 +171,14 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 retry_queue_nums=c.retry_queue_nums or 1,
                 retry_max_times=c.retry_max_times,
                 consume_message_orderly=c.consume_message_orderly,
+                allocate_strategy=c.allocate_strategy.strip(),
+                allocate_options=dict(c.allocate_options),
             )
+            if g.allocate_strategy:
+                try:  # unknown names and bad options are refused now, not at the first QueryAssignment
+                    self.ctx.plugins.allocate(g.allocate_strategy, g.allocate_options, g.group_name, "-", [], ["-"])
+                except ValueError as exc:
+                    raise MQError(Code.BAD_REQUEST, f"allocate_strategy {g.allocate_strategy!r}: {exc}") from exc
             self.ctx.groups.create_or_update(g)
             return admin_pb2.GroupResponse(status=_ok(), config=_group_to_pb(g))
 
@@ -171,6 +186,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def DeleteGroup(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:
+            access.check_admin(self.ctx.plugins, context, "DeleteGroup", self.ctx.broker_name)
             if not self.ctx.groups.delete(request.group):
                 raise MQError(Code.CONSUMER_GROUP_NOT_FOUND, f"group {request.group!r} does not exist")
             self.ctx.offsets.remove_group(request.group)
@@ -180,6 +196,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def ListGroups(self, request: Any, context: Any) -> admin_pb2.ListGroupsResponse:
         async def run() -> admin_pb2.ListGroupsResponse:
+            access.check_admin(self.ctx.plugins, context, "ListGroups", self.ctx.broker_name)
             groups = sorted(self.ctx.groups.all(), key=lambda g: g.group_name)
             return admin_pb2.ListGroupsResponse(status=_ok(), groups=[_group_to_pb(g) for g in groups])
 
@@ -188,6 +205,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     # ------------------------------------------------------------------ offsets
     async def ConsumerProgress(self, request: Any, context: Any) -> admin_pb2.ConsumerProgressResponse:
         async def run() -> admin_pb2.ConsumerProgressResponse:
+            access.check_admin(self.ctx.plugins, context, "ConsumerProgress", self.ctx.broker_name)
             group = request.group
             validate_group(group)
             topics = [request.topic] if request.topic else sorted(self.ctx.offsets.topics_of_group(group))
@@ -215,6 +233,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def ResetOffsetByTime(self, request: Any, context: Any) -> admin_pb2.ResetOffsetByTimeResponse:
         async def run() -> admin_pb2.ResetOffsetByTimeResponse:
+            access.check_admin(self.ctx.plugins, context, "ResetOffsetByTime", self.ctx.broker_name)
             validate_group(request.group)
             tc = self._topic(request.topic)
             new: dict[int, int] = {}
@@ -230,6 +249,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     # ------------------------------------------------------------------ message queries
     async def QueryMessageById(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
         async def run() -> admin_pb2.QueryMessageResponse:
+            access.check_admin(self.ctx.plugins, context, "QueryMessageById", self.ctx.broker_name)
             msg_id = request.msg_id.strip()
             found: list[MessageExt] = []
             if len(msg_id) == OFFSET_MSG_ID_LENGTH:
@@ -250,6 +270,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def QueryMessageByKey(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
         async def run() -> admin_pb2.QueryMessageResponse:
+            access.check_admin(self.ctx.plugins, context, "QueryMessageByKey", self.ctx.broker_name)
             self._topic(request.topic)
             max_num = min(request.max_num or MAX_QUERY_MESSAGES, MAX_QUERY_MESSAGES)
             end = request.end_timestamp_ms or _now_ms()
@@ -260,6 +281,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def QueryMessageByOffset(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
         async def run() -> admin_pb2.QueryMessageResponse:
+            access.check_admin(self.ctx.plugins, context, "QueryMessageByOffset", self.ctx.broker_name)
             self._topic(request.topic)
             result = self.ctx.store.get_message("", request.topic, request.queue_id, request.offset, 1)
             if not result.messages or result.messages[0].queue_offset != request.offset:
@@ -274,6 +296,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
     async def BrokerRuntimeInfo(self, request: Any, context: Any) -> admin_pb2.BrokerRuntimeInfoResponse:
         async def run() -> admin_pb2.BrokerRuntimeInfoResponse:
+            access.check_admin(self.ctx.plugins, context, "BrokerRuntimeInfo", self.ctx.broker_name)
             ctx, store = self.ctx, self.ctx.store
             info = {
                 "brokerName": ctx.broker_name,

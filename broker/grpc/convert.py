@@ -93,7 +93,8 @@ def from_v2_message(
         props[mc.PROPERTY_MESSAGE_GROUP] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props[mc.PROPERTY_TIMER_DELIVER_MS] = str(timestamp_to_ms(sp.delivery_timestamp))
-    sys_flag = 0
+    # The body is stored as sent; the flag tells consumers it is compressed (as RocketMQ's COMPRESSED_FLAG).
+    sys_flag = COMPRESSED_FLAG if sp.body_encoding == definition_pb2.GZIP else 0
     if sp.message_type == definition_pb2.TRANSACTION:
         props[mc.PROPERTY_TRANSACTION_PREPARED] = "true"
         sys_flag |= TRANSACTION_PREPARED_TYPE

@@ -13,7 +13,6 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.context import BrokerContext
-from broker.filter import filter_from_v2
 from broker.grpc.convert import timestamp_to_ms, to_v2_message
 from broker.store.results import GetMessageStatus
 from common.errors import Code, MQError
@@ -70,7 +69,11 @@ class PullService:
         try:
             validate_group(request.group.name)
             readable_topic(ctx, request.message_queue)
-            msg_filter = filter_from_v2(request.filter_expression if request.HasField("filter_expression") else None)
+            msg_filter = ctx.subscription_filter(
+                request.group.name,
+                request.message_queue.topic.name,
+                request.filter_expression if request.HasField("filter_expression") else None,
+            )
             if request.offset < 0:
                 raise MQError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
         except MQError as exc:

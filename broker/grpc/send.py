@@ -6,7 +6,6 @@ goes in the top-level status, one entry per message).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 
@@ -168,7 +167,21 @@ class SendService:
                 inner = to_schedule(inner)
                 scheduled.append((i, deliver_ms))
             inners.append(inner)
-        results: list[PutMessageResult] = await asyncio.wrap_future(self.ctx.store.put_messages_async(inners))
+        plugins = self.ctx.plugins
+        if plugins.has_before_store:
+            try:
+                for inner in inners:
+                    plugins.before_store(inner)
+            except MQError as exc:  # a plugin refused the request: nothing of it is stored
+                st = status_from_error(exc)
+                entries = [
+                    service_pb2.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in messages
+                ]
+                return service_pb2.SendMessageResponse(status=st, entries=entries)
+        results: list[PutMessageResult] = await self.ctx.store.put_messages_aio(inners)
+        if plugins.has_after_store:
+            for inner, result in zip(inners, results, strict=True):
+                plugins.after_store(inner, result)
         timer, transactions = self.ctx.timer, self.ctx.transactions
         handles: dict[int, str] = {}
         for i, deliver_ms in scheduled:

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
+from broker import access
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.grpc.pull import PullService
 from broker.grpc.send import SendService
+from broker.hookspecs import Action
 from broker.routing import assignments_for, topic_route
 from broker.timer_service import decode_recall_handle
 from common.errors import Code, MQError
@@ -49,10 +51,14 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self.sender = SendService(ctx)
         self.puller = PullService(ctx)
 
+    def _check_consume(self, context: Any, rpc: str, topic: str, group: str) -> None:
+        access.check(self.ctx.plugins, context, rpc, access.topic(topic, Action.SUB), access.group(group))
+
     # ------------------------------------------------------------------ routes and clients
     async def QueryRoute(self, request: service_pb2.QueryRouteRequest, context: Any) -> service_pb2.QueryRouteResponse:
         async def run() -> service_pb2.QueryRouteResponse:
             validate_topic(request.topic.name)
+            access.check(self.ctx.plugins, context, "QueryRoute", access.topic(request.topic.name, Action.ANY))
             route = await topic_route(self.ctx, request.topic.name)
             queues = message_queues(request.topic, route)
             return service_pb2.QueryRouteResponse(status=ok_status(), message_queues=queues)
@@ -66,6 +72,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             group = request.group.name if request.HasField("group") else ""
             if request.client_type in CONSUMER_TYPES:
                 validate_group(group)
+                access.check(self.ctx.plugins, context, "Heartbeat", access.group(group))
+            else:
+                access.check(self.ctx.plugins, context, "Heartbeat")
                 self.ctx.groups.get_or_auto_create(group)
             self.ctx.telemetry.touch(client_id, group, request.client_type, meta)
             return service_pb2.HeartbeatResponse(status=ok_status())
@@ -75,6 +84,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def Telemetry(
         self, request_iterator: AsyncIterable[service_pb2.TelemetryCommand], context: Any
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
+        try:
+            access.check(self.ctx.plugins, context, "Telemetry")
+        except MQError as exc:
+            yield service_pb2.TelemetryCommand(status=status(exc.code, exc.message))
+            return
         async for command in self.ctx.telemetry.handle(request_iterator, context):
             yield command
 
@@ -83,6 +97,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.NotifyClientTerminationResponse:
         async def run() -> service_pb2.NotifyClientTerminationResponse:
             client_id = client_meta(context).require_client_id()
+            access.check(self.ctx.plugins, context, "NotifyClientTermination")
             self.ctx.telemetry.remove(client_id)
             return service_pb2.NotifyClientTerminationResponse(status=ok_status())
 
@@ -95,6 +110,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             client_id = client_meta(context).require_client_id()
             validate_topic(request.topic.name)
             validate_group(request.group.name)
+            access.check(
+                self.ctx.plugins,
+                context,
+                "QueryAssignment",
+                access.topic(request.topic.name, Action.SUB),
+                access.group(request.group.name),
+            )
             items = await assignments_for(self.ctx, request.topic, request.group.name, client_id)
             return service_pb2.QueryAssignmentResponse(status=ok_status(), assignments=items)
 
@@ -104,14 +126,22 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def SendMessage(
         self, request: service_pb2.SendMessageRequest, context: Any
     ) -> service_pb2.SendMessageResponse:
-        return await guarded(
-            "SendMessage", service_pb2.SendMessageResponse, lambda: self.sender.send(request, _peer(context))
-        )
+        async def run() -> service_pb2.SendMessageResponse:
+            topics = sorted({m.topic.name for m in request.messages})
+            access.check(self.ctx.plugins, context, "SendMessage", *(access.topic(t, Action.PUB) for t in topics))
+            return await self.sender.send(request, _peer(context))
+
+        return await guarded("SendMessage", service_pb2.SendMessageResponse, run)
 
     # ------------------------------------------------------------------ offset-based consumption
     async def PullMessage(
         self, request: service_pb2.PullMessageRequest, context: Any
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
+        try:
+            self._check_consume(context, "PullMessage", request.message_queue.topic.name, request.group.name)
+        except MQError as exc:
+            yield service_pb2.PullMessageResponse(status=status(exc.code, exc.message))
+            return
         sent_status = False
         try:
             async for response in self.puller.pull(request, context):
@@ -123,19 +153,30 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 yield service_pb2.PullMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
 
     async def GetOffset(self, request: service_pb2.GetOffsetRequest, context: Any) -> service_pb2.GetOffsetResponse:
-        return await guarded("GetOffset", service_pb2.GetOffsetResponse, lambda: self.puller.get_offset(request))
+        async def run() -> service_pb2.GetOffsetResponse:
+            self._check_consume(context, "GetOffset", request.message_queue.topic.name, request.group.name)
+            return await self.puller.get_offset(request)
+
+        return await guarded("GetOffset", service_pb2.GetOffsetResponse, run)
 
     async def UpdateOffset(
         self, request: service_pb2.UpdateOffsetRequest, context: Any
     ) -> service_pb2.UpdateOffsetResponse:
-        return await guarded(
-            "UpdateOffset", service_pb2.UpdateOffsetResponse, lambda: self.puller.update_offset(request)
-        )
+        async def run() -> service_pb2.UpdateOffsetResponse:
+            self._check_consume(context, "UpdateOffset", request.message_queue.topic.name, request.group.name)
+            return await self.puller.update_offset(request)
+
+        return await guarded("UpdateOffset", service_pb2.UpdateOffsetResponse, run)
 
     async def QueryOffset(
         self, request: service_pb2.QueryOffsetRequest, context: Any
     ) -> service_pb2.QueryOffsetResponse:
-        return await guarded("QueryOffset", service_pb2.QueryOffsetResponse, lambda: self.puller.query_offset(request))
+        async def run() -> service_pb2.QueryOffsetResponse:
+            topic = request.message_queue.topic.name
+            access.check(self.ctx.plugins, context, "QueryOffset", access.topic(topic, Action.SUB))
+            return await self.puller.query_offset(request)
+
+        return await guarded("QueryOffset", service_pb2.QueryOffsetResponse, run)
 
     # ------------------------------------------------------------------ receive/ack: the pop service (engineer C2)
     def _pop(self) -> PopService:
@@ -149,6 +190,11 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         if self.pop is None:
             yield service_pb2.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, "receive is not available"))
             return
+        try:
+            self._check_consume(context, "ReceiveMessage", request.message_queue.topic.name, request.group.name)
+        except MQError as exc:
+            yield service_pb2.ReceiveMessageResponse(status=status(exc.code, exc.message))
+            return
         sent_status = False
         try:
             async for response in self.pop.receive(request, context):
@@ -161,12 +207,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 yield service_pb2.ReceiveMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
 
     async def AckMessage(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
-        return await guarded("AckMessage", service_pb2.AckMessageResponse, lambda: self._pop().ack(request, context))
+        async def run() -> service_pb2.AckMessageResponse:
+            self._check_consume(context, "AckMessage", request.topic.name, request.group.name)
+            return await self._pop().ack(request, context)
+
+        return await guarded("AckMessage", service_pb2.AckMessageResponse, run)
 
     async def ChangeInvisibleDuration(
         self, request: service_pb2.ChangeInvisibleDurationRequest, context: Any
     ) -> service_pb2.ChangeInvisibleDurationResponse:
         async def run() -> service_pb2.ChangeInvisibleDurationResponse:
+            self._check_consume(context, "ChangeInvisibleDuration", request.topic.name, request.group.name)
             return await self._pop().change_invisible_duration(request, context)
 
         response = await guarded("ChangeInvisibleDuration", service_pb2.ChangeInvisibleDurationResponse, run)
@@ -177,10 +228,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def ForwardMessageToDeadLetterQueue(
         self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        async def run() -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+            self._check_consume(context, "ForwardMessageToDeadLetterQueue", request.topic.name, request.group.name)
+            return await self._pop().forward_to_dlq(request, context)
+
         return await guarded(
-            "ForwardMessageToDeadLetterQueue",
-            service_pb2.ForwardMessageToDeadLetterQueueResponse,
-            lambda: self._pop().forward_to_dlq(request, context),
+            "ForwardMessageToDeadLetterQueue", service_pb2.ForwardMessageToDeadLetterQueueResponse, run
         )
 
     # ------------------------------------------------------------------ not served yet
@@ -189,6 +242,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.EndTransactionResponse:
         async def run() -> service_pb2.EndTransactionResponse:
             validate_topic(request.topic.name)
+            access.check(self.ctx.plugins, context, "EndTransaction", access.topic(request.topic.name, Action.PUB))
             transactions = self.ctx.transactions
             if transactions is None:
                 raise MQError(Code.NOT_IMPLEMENTED, "transactions are not enabled on this broker")
@@ -207,6 +261,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.RecallMessageResponse:
         async def run() -> service_pb2.RecallMessageResponse:
             validate_topic(request.topic.name)
+            access.check(self.ctx.plugins, context, "RecallMessage", access.topic(request.topic.name, Action.PUB))
             topic, _, _, message_id, offset = decode_recall_handle(request.recall_handle)
             if topic != request.topic.name:
                 raise MQError(Code.BAD_REQUEST, f"recall handle belongs to topic {topic!r}")

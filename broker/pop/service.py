@@ -17,7 +17,6 @@ from google.protobuf import timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.context import BrokerContext
-from broker.filter import TagFilter, filter_from_v2
 from broker.grpc.convert import to_v2_message
 from broker.pop.config import PopConfig, PopInitMode, pop_config_from
 from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter, dlq_topic
@@ -25,7 +24,7 @@ from broker.pop.journal import PopJournal
 from broker.pop.receipt import ReceiptHandle, decode
 from broker.pop.state import Delivery, InFlight, PopState, QueueKey
 from broker.store.message import MessageExt
-from broker.store.results import GetMessageStatus
+from broker.store.results import GetMessageStatus, MessageFilter
 from common import message_const as mc
 from common.errors import Code, MQError
 from common.logging import get_logger
@@ -62,7 +61,7 @@ class PopRequest:
     batch: int
     invisible_ms: int
     auto_renew: bool
-    tag_filter: TagFilter | None
+    tag_filter: MessageFilter | None
     fifo: bool
     max_attempts: int
     client_id: str
@@ -227,7 +226,9 @@ class PopService:
         gc = self.ctx.groups.get_or_auto_create(group)
         if not gc.consume_enable:
             raise MQError(Code.FORBIDDEN, f"consumer group {group!r} has consumeEnable=false")
-        tag_filter = filter_from_v2(request.filter_expression if request.HasField("filter_expression") else None)
+        tag_filter = self.ctx.subscription_filter(
+            group, topic, request.filter_expression if request.HasField("filter_expression") else None
+        )
         if request.batch_size < 0:
             raise MQError(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be positive")
         batch = min(request.batch_size or self.config.maxPopBatchSize, self.config.maxPopBatchSize)

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import socket
-import struct
 import zlib
 from dataclasses import dataclass
 from enum import Enum
@@ -16,30 +15,26 @@ from typing import NamedTuple
 from broker.store.message import (
     MessageExt,
     MessageExtBrokerInner,
-    decode_properties,
-    encode_properties,
     tags_hash_code,
 )
 from common.message_const import PROPERTY_TAGS as TAGS
 
-MESSAGE_MAGIC_CODE = 0x0B17A001
-BLANK_MAGIC_CODE = 0x0B17A0FF
-
-# total, magic, bodyCRC, queueId, flag, queueOffset, physicalOffset, sysFlag, bornTs, bornIP, bornPort,
-# storeTs, storeIP, storePort, reconsumeTimes, preparedTxOffset, bodyLength
-HEADER = struct.Struct(">iIIiiqqiq4sIq4sIiqi")
-HEADER_SIZE = HEADER.size  # 88
-TRAILER = struct.Struct(">I")  # CRC32 of every byte of the record before it
-TOPIC_LEN = struct.Struct(">B")
-PROPS_LEN = struct.Struct(">H")
-BLANK = struct.Struct(">iI")
-MIN_RECORD_SIZE = HEADER_SIZE + TOPIC_LEN.size + PROPS_LEN.size + TRAILER.size
-MAX_TOPIC_BYTES = 255
-MAX_PROPERTIES_BYTES = 32767
-
-OFF_QUEUE_OFFSET = 20
-OFF_PHYSICAL_OFFSET = 28
-OFF_STORE_TIMESTAMP = 56
+# The layout itself lives in common/record.py: clients of the batched pull decode the same bytes.
+from common.record import (
+    BLANK,
+    BLANK_MAGIC_CODE,
+    HEADER,
+    HEADER_SIZE,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
+    MESSAGE_MAGIC_CODE,
+    MIN_RECORD_SIZE,
+    PROPS_LEN,
+    TOPIC_LEN,
+    TRAILER,
+    decode_properties,
+    encode_properties,
+)
 
 
 class RecordError(ValueError):

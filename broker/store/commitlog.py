@@ -12,6 +12,7 @@ from broker.store.codec import RecordInfo, ScanStatus
 from broker.store.config import MessageStoreConfig
 from broker.store.mapped_file import MappedFileQueue
 from broker.store.message import MessageExt, MessageExtBrokerInner
+from common.record import OFF_STORE_TIMESTAMP
 
 
 class CommitLog:
@@ -100,11 +101,24 @@ class CommitLog:
             # ValueError: retention closed this segment while we were reading it; the record is gone
             return None
 
+    def read_raw(self, phys_offset: int, length: int) -> bytes | None:
+        """``length`` stored bytes from ``phys_offset`` (whole records of one segment), or None if gone."""
+        if phys_offset < self.min_offset or phys_offset + length > self.max_offset:
+            return None
+        mf = self.files.find(phys_offset)
+        if mf is None or phys_offset + length > mf.end_offset:
+            return None
+        pos = phys_offset - mf.start_offset
+        try:
+            return bytes(mf.view[pos : pos + length])
+        except ValueError:  # retention closed this segment while we were reading it
+            return None
+
     def store_timestamp(self, phys_offset: int) -> int:
         mf = self.files.find(phys_offset)
         if mf is None:
             return -1
-        return int.from_bytes(mf.view[phys_offset - mf.start_offset + codec.OFF_STORE_TIMESTAMP :][:8], "big")
+        return int.from_bytes(mf.view[phys_offset - mf.start_offset + OFF_STORE_TIMESTAMP :][:8], "big")
 
     def scan(self, start: int) -> Iterator[RecordInfo]:
         """Yield verified records from ``start`` (a record boundary) until the end or the first bad record.

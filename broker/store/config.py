@@ -52,6 +52,10 @@ class MessageStoreConfig:
         return self.root / "consumequeue"
 
     @property
+    def consumequeue_ext_dir(self) -> Path:
+        return self.root / "consumequeue_ext"
+
+    @property
     def index_dir(self) -> Path:
         return self.root / "index"
 

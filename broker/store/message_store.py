@@ -22,8 +22,9 @@ from broker.store import codec
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.codec import ScanStatus
 from broker.store.commitlog import CommitLog
-from broker.store.config import FlushDiskType, MessageStoreConfig
+from broker.store.config import CQ_UNIT_SIZE, FlushDiskType, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueue
+from broker.store.consume_queue_ext import ConsumeQueueExt
 from broker.store.index_file import IndexService
 from broker.store.mapped_file import MappedFile
 from broker.store.message import MessageExt, MessageExtBrokerInner
@@ -89,6 +90,8 @@ class DefaultMessageStore:
         self.commitlog = CommitLog(config)
         self.index = IndexService(config.index_dir, config.maxHashSlotNum, config.maxIndexNum)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.cq_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
+        self.cq_ext_bitmap_bytes = 0  # 0: no ConsumeQueue extension (no filter bitmaps)
         self.stats = StoreStats()
         self._put_lock = threading.Lock()
         self._max_record_size = config.mappedFileSizeCommitLog - codec.BLANK.size
@@ -224,6 +227,8 @@ class DefaultMessageStore:
             self.index.shutdown()
             for cq in self.queues.values():
                 cq.shutdown()
+            for ext in self.cq_exts.values():
+                ext.shutdown()
         self.config.abort_path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ put
@@ -530,6 +535,8 @@ class DefaultMessageStore:
         flushed = self.commitlog.flush()
         for cq in queues:
             cq.flush()
+        for ext in list(self.cq_exts.values()):
+            ext.flush()
         self.index.flush()
         StoreCheckpoint(
             commitlog_offset=min(flushed, dispatched),
@@ -570,6 +577,8 @@ class DefaultMessageStore:
                 min_offset = self.commitlog.min_offset
                 for cq in self.queues.values():
                     cq.delete_expired(min_offset)
+                for key, ext in self.cq_exts.items():
+                    ext.delete_before(self.get_min_offset_in_queue(*key))
                 self.index.delete_expired(min_offset)
                 log.info("retention deleted segments", extra={"count": len(deleted), "min_offset": min_offset})
         return len(deleted)
@@ -585,6 +594,34 @@ class DefaultMessageStore:
         message_filter: MessageFilter | None = None,
         max_total_bytes: int = 4 * 1024 * 1024,
     ) -> GetMessageResult:
+        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=False)
+
+    def get_message_raw(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+        max_total_bytes: int = 4 * 1024 * 1024,
+    ) -> GetMessageResult:
+        """``get_message`` returning the records as stored, end to end in ``raw`` (``raw_count`` of them).
+
+        Contiguous records are copied with one slice, and without a filter nothing is decoded: the batched pull
+        costs the broker a ConsumeQueue read and a memcpy per run of records."""
+        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=True)
+
+    def _get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None,
+        max_total_bytes: int,
+        raw: bool,
+    ) -> GetMessageResult:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
@@ -598,43 +635,104 @@ class DefaultMessageStore:
         if offset > max_o:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, [], max_o, min_o, max_o)
         messages: list[MessageExt] = []
+        spans: list[tuple[int, int]] = []  # raw mode: (commitlog offset, size) of the selected records
+        selected = spans if raw else messages
         total = 0
         next_offset = offset
         scanned = 0
         removing = False
         min_phys = self.commitlog.min_offset
-        while len(messages) < max_msg_nums and next_offset < max_o and scanned < MAX_FILTER_SCAN:
+        ext = self._cq_ext(topic, queue_id) if getattr(message_filter, "uses_cq_ext", False) else None
+        while len(selected) < max_msg_nums and next_offset < max_o and scanned < MAX_FILTER_SCAN:
             batch = cq.entries(next_offset, min(max_msg_nums * 4, MAX_FILTER_SCAN - scanned))
             if not batch:
                 break
             for phys, size, tags in batch:
-                if len(messages) >= max_msg_nums or (messages and total + size > max_total_bytes):
+                if len(selected) >= max_msg_nums or (selected and total + size > max_total_bytes):
                     break
+                entry_offset = next_offset
                 next_offset += 1
                 scanned += 1
                 if phys < min_phys:
                     removing = True
                     continue
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags, None):
+                if message_filter is not None:
+                    unit = ext.get(entry_offset, phys) if ext is not None else None
+                    if not message_filter.is_matched_by_consume_queue(tags, unit):
+                        continue
+                if raw and message_filter is None:
+                    spans.append((phys, size))
+                    total += size
                     continue
                 msg = self.commitlog.read(phys, size)
                 if msg is None:
                     continue
                 if message_filter is not None and not message_filter.is_matched_by_commitlog(msg):
                     continue
-                messages.append(msg)
+                if raw:
+                    spans.append((phys, size))
+                else:
+                    messages.append(msg)
                 total += size
             else:
                 continue
             break
-        self.stats.got_messages += len(messages)
-        if messages:
-            status = GetMessageStatus.FOUND
+        result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, messages, next_offset, min_o, max_o)
+        if raw and spans:
+            result.raw, result.raw_count = self._read_spans(spans)
+        count = result.raw_count if raw else len(messages)
+        self.stats.got_messages += count
+        if count:
+            result.status = GetMessageStatus.FOUND
         elif removing:
-            status = GetMessageStatus.MESSAGE_WAS_REMOVING
-        else:
-            status = GetMessageStatus.NO_MATCHED_MESSAGE
-        return GetMessageResult(status, messages, next_offset, min_o, max_o)
+            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def _read_spans(self, spans: list[tuple[int, int]]) -> tuple[bytes, int]:
+        """The records of ``spans`` end to end; a run of adjacent records is one slice of the segment.
+
+        Stops at the first record that is gone (retention deleted its segment meanwhile)."""
+        parts: list[bytes] = []
+        count = 0
+        run_start, run_end, run_n = spans[0][0], spans[0][0] + spans[0][1], 1
+        for phys, size in spans[1:]:
+            if phys == run_end:
+                run_end += size
+                run_n += 1
+                continue
+            chunk = self.commitlog.read_raw(run_start, run_end - run_start)
+            if chunk is None:
+                return b"".join(parts), count
+            parts.append(chunk)
+            count += run_n
+            run_start, run_end, run_n = phys, phys + size, 1
+        chunk = self.commitlog.read_raw(run_start, run_end - run_start)
+        if chunk is not None:
+            parts.append(chunk)
+            count += run_n
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), count
+
+    # ------------------------------------------------------------------ ConsumeQueue extension (filter bitmaps)
+    def enable_cq_ext(self, bitmap_bytes: int) -> None:
+        """Keep a ``bitmap_bytes`` filter bitmap per ConsumeQueue entry (the broker's Bloom filter size)."""
+        self.cq_ext_bitmap_bytes = bitmap_bytes
+
+    def _cq_ext(self, topic: str, queue_id: int) -> ConsumeQueueExt | None:
+        if not self.cq_ext_bitmap_bytes:
+            return None
+        ext = self.cq_exts.get((topic, queue_id))
+        if ext is None:
+            units = self.config.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE
+            ext = ConsumeQueueExt(self.config.consumequeue_ext_dir, topic, queue_id, self.cq_ext_bitmap_bytes, units)
+            ext.load()
+            self.cq_exts[(topic, queue_id)] = ext
+        return ext
+
+    def put_cq_ext(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, bitmap: bytes) -> None:
+        """Store the filter bitmap of ConsumeQueue entry ``queue_offset`` (called by the broker's dispatcher)."""
+        ext = self._cq_ext(topic, queue_id)
+        if ext is not None:
+            ext.put(queue_offset, commitlog_offset, bitmap)
 
     def look_message_by_offset(self, commitlog_offset: int, size: int | None = None) -> MessageExt | None:
         return self.commitlog.read(commitlog_offset, size)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from broker.store.consume_queue_ext import CqExtUnit
 from broker.store.message import MessageExt, MessageExtBrokerInner
 from common.msgid import create_offset_message_id
 
@@ -68,12 +69,16 @@ class GetMessageResult:
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
+    raw: bytes = b""  # get_message_raw: the records as stored, end to end
+    raw_count: int = 0
 
 
 class MessageFilter(Protocol):
     """Two-stage filter: a cheap check on the ConsumeQueue entry, then one on the decoded message."""
 
-    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: bytes | None) -> bool: ...
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: CqExtUnit | None) -> bool:
+        """``cq_ext`` is the entry's filter bitmap when the filter has ``uses_cq_ext = True`` and one exists."""
+        ...
 
     def is_matched_by_commitlog(self, msg: MessageExt) -> bool: ...
 

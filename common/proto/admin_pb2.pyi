@@ -40,20 +40,31 @@ class TopicConfig(_message.Message):
     def __init__(self, topic_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., message_type: _Optional[str] = ..., order: _Optional[bool] = ..., attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GroupConfig(_message.Message):
-    __slots__ = ("group_name", "consume_enable", "retry_max_times", "consume_message_orderly", "retry_queue_nums", "consume_broadcast_enable")
+    __slots__ = ("group_name", "consume_enable", "retry_max_times", "consume_message_orderly", "retry_queue_nums", "consume_broadcast_enable", "allocate_strategy", "allocate_options")
+    class AllocateOptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     GROUP_NAME_FIELD_NUMBER: _ClassVar[int]
     CONSUME_ENABLE_FIELD_NUMBER: _ClassVar[int]
     RETRY_MAX_TIMES_FIELD_NUMBER: _ClassVar[int]
     CONSUME_MESSAGE_ORDERLY_FIELD_NUMBER: _ClassVar[int]
     RETRY_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
     CONSUME_BROADCAST_ENABLE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATE_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     group_name: str
     consume_enable: bool
     retry_max_times: int
     consume_message_orderly: bool
     retry_queue_nums: int
     consume_broadcast_enable: bool
-    def __init__(self, group_name: _Optional[str] = ..., consume_enable: _Optional[bool] = ..., retry_max_times: _Optional[int] = ..., consume_message_orderly: _Optional[bool] = ..., retry_queue_nums: _Optional[int] = ..., consume_broadcast_enable: _Optional[bool] = ...) -> None: ...
+    allocate_strategy: str
+    allocate_options: _containers.ScalarMap[str, str]
+    def __init__(self, group_name: _Optional[str] = ..., consume_enable: _Optional[bool] = ..., retry_max_times: _Optional[int] = ..., consume_message_orderly: _Optional[bool] = ..., retry_queue_nums: _Optional[int] = ..., consume_broadcast_enable: _Optional[bool] = ..., allocate_strategy: _Optional[str] = ..., allocate_options: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("status",)

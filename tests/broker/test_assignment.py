@@ -7,23 +7,10 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
-from broker.routing import allocate_averagely
 from common.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import message, raw_client
 
 OK = definition_pb2.Code.OK
-
-
-def test_allocate_averagely_splits_and_never_starves():
-    items = [definition_pb2.Assignment() for _ in range(8)]
-    clients = ["c1", "c2", "c3"]
-    parts = [allocate_averagely(items, clients, c) for c in clients]
-    assert parts == [[0, 1, 2], [3, 4, 5], [6, 7]]
-    # a client not yet known from heartbeats is counted in
-    assert allocate_averagely(items, ["c1"], "c2") == [4, 5, 6, 7]
-    # more clients than items: everybody still gets one
-    assert [allocate_averagely(items[:1], clients, c) for c in clients] == [[0], [0], [0]]
-    assert allocate_averagely([], clients, "c1") == []
 
 
 def _meta(client_id: str) -> tuple[tuple[str, str], ...]:

@@ -86,6 +86,8 @@ class RawClient:
         polling_s: float = 0.0,
         tag_expr: str | None = None,
         timeout: float = 30,
+        sql_expr: str | None = None,
+        metadata: tuple[tuple[str, str], ...] = METADATA,
     ) -> PullResult:
         req = service_pb2.PullMessageRequest(
             group=definition_pb2.Resource(name=group),
@@ -101,8 +103,12 @@ class RawClient:
             req.filter_expression.CopyFrom(
                 definition_pb2.FilterExpression(type=definition_pb2.TAG, expression=tag_expr)
             )
+        if sql_expr is not None:
+            req.filter_expression.CopyFrom(
+                definition_pb2.FilterExpression(type=definition_pb2.SQL, expression=sql_expr)
+            )
         result = PullResult()
-        for resp in self.stub.PullMessage(req, metadata=METADATA, timeout=timeout):
+        for resp in self.stub.PullMessage(req, metadata=metadata, timeout=timeout):
             kind = resp.WhichOneof("content")
             if kind == "status":
                 result.statuses += 1

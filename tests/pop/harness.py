@@ -13,10 +13,12 @@ from pathlib import Path
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
+from broker.builtin_plugins import builtin_plugins
 from broker.config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.long_polling import LongPollingService
+from broker.plugins import BrokerPlugins
 from broker.pop.config import PopConfig
 from broker.pop.service import PopService
 from broker.store.config import MessageStoreConfig
@@ -93,6 +95,7 @@ class Core:
             telemetry=TelemetryHub(),
             store_host=("127.0.0.1", 10911),
             loop=loop,
+            plugins=BrokerPlugins.create(builtin_plugins(BrokerConfig(), self.root), load_entry_points=False),
         )
         self.pop = PopService(self.ctx, self.pop_config)
         await self.pop.start()

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from broker.store import codec
 from broker.store.codec import ScanStatus
-from broker.store.message import MessageExtBrokerInner, decode_properties, encode_properties, java_string_hash
+from broker.store.message import MessageExtBrokerInner, java_string_hash
+from common.record import decode_properties, encode_properties
 
 names = st.text(
     alphabet=st.characters(min_codepoint=33, max_codepoint=0x2FF, exclude_characters="\x01\x02"),
@@ -129,3 +130,17 @@ def test_explicit_tags_code_wins_over_the_tag_hash() -> None:
     assert codec.prepare(with_tag).tags_code == 42
     assert codec.prepare(MessageExtBrokerInner("T", b"x", 0, {}, tags_code=7)).tags_code == 7
     assert codec.prepare(MessageExtBrokerInner("T", b"x", 0)).tags_code == 0
+
+
+def _reference_java_hash(s: str) -> int:
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@given(st.text(max_size=1200))
+def test_java_string_hash_equals_the_character_loop(s: str) -> None:
+    # Long texts cross the 512-unit chunks of the power table; non-BMP characters count as two units.
+    assert java_string_hash(s) == _reference_java_hash(s)

@@ -1,0 +1,117 @@
+"""``orbitmq.consume.Consume/PullBatch``: offset-based pulls answered with the stored records in one response.
+
+Same validation, filters, ACL and long polling as v2 PullMessage; the difference is the payload, which avoids
+one gRPC stream message per record (the ceiling of v2 PullMessage in grpc-python, ``docs/broker.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2
+
+from broker import access
+from broker.context import BrokerContext
+from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic
+from broker.hookspecs import Action
+from broker.store.results import GetMessageStatus
+from common.errors import Code, MQError
+from common.limits import MAX_PULL_BATCH_SIZE
+from common.logging import get_logger
+from common.proto import consume_pb2, consume_pb2_grpc
+from common.validation import validate_group
+
+log = get_logger("broker.pull_batch")
+
+DEFAULT_BATCH = 256
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+MAX_BYTES_LIMIT = 16 * 1024 * 1024
+_RETRY_SCAN = {GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING}
+_AT_END = {
+    GetMessageStatus.OFFSET_OVERFLOW_ONE,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+    *_RETRY_SCAN,
+}
+
+
+def _status(code: Code, message: str = "") -> consume_pb2.Status:
+    return consume_pb2.Status(code=int(code), message=message)
+
+
+class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+
+    async def PullBatch(self, request: consume_pb2.PullBatchRequest, context: Any) -> consume_pb2.PullBatchResponse:
+        try:
+            return await self._pull(request, context)
+        except MQError as exc:
+            log.info("request refused", rpc="PullBatch", code=exc.code.name, reason=exc.message)
+            return consume_pb2.PullBatchResponse(status=_status(exc.code, exc.message), next_offset=request.offset)
+        except Exception as exc:
+            log.exception("PullBatch failed", error=repr(exc))
+            return consume_pb2.PullBatchResponse(
+                status=_status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"), next_offset=request.offset
+            )
+
+    async def _pull(self, request: consume_pb2.PullBatchRequest, context: Any) -> consume_pb2.PullBatchResponse:
+        ctx = self.ctx
+        topic, qid, group = request.topic, request.queue_id, request.group
+        validate_group(group)
+        access.check(
+            ctx.plugins, context, "PullBatch", access.topic(topic, Action.SUB), access.group(group)
+        )  # fmt: skip
+        readable_topic(ctx, definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=topic), id=qid))
+        if request.offset < 0:
+            raise MQError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
+        if request.max_messages < 0 or request.max_bytes < 0 or request.long_polling_ms < 0:
+            raise MQError(Code.BAD_REQUEST, "max_messages, max_bytes and long_polling_ms must not be negative")
+        batch = min(request.max_messages or DEFAULT_BATCH, MAX_PULL_BATCH_SIZE)
+        max_bytes = min(request.max_bytes or DEFAULT_MAX_BYTES, MAX_BYTES_LIMIT)
+        msg_filter = (
+            ctx.compiled_filter(group, topic, request.filter_type, request.filter_expression)
+            if request.filter_type
+            else None
+        )
+        polling_s = min(request.long_polling_ms / 1000, ctx.config.longPollingMaxMs / 1000)
+        remaining = context.time_remaining() if hasattr(context, "time_remaining") else None
+        if remaining is not None:
+            polling_s = max(0.0, min(polling_s, remaining - DEADLINE_MARGIN_S))
+        deadline = time.monotonic() + polling_s
+        offset = request.offset
+        store = ctx.store
+        while True:
+            result = store.get_message_raw(group, topic, qid, offset, batch, msg_filter, max_bytes)
+            if result.status is GetMessageStatus.FOUND:
+                return consume_pb2.PullBatchResponse(
+                    status=_status(Code.OK),
+                    next_offset=result.next_begin_offset,
+                    min_offset=result.min_offset,
+                    max_offset=result.max_offset,
+                    count=result.raw_count,
+                    records=result.raw,
+                )
+            if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
+                raise MQError(
+                    Code.ILLEGAL_OFFSET,
+                    f"offset {offset} is outside [{result.min_offset}, {result.max_offset}] of queue {qid}",
+                )
+            if result.status in _RETRY_SCAN:
+                offset = max(offset, result.next_begin_offset)
+            left = deadline - time.monotonic()
+            if result.status not in _AT_END or left <= 0:
+                break
+            if offset < store.get_max_offset_in_queue(topic, qid):
+                await asyncio.sleep(0)  # a filter skipped a whole scan window: keep scanning, let others run
+                continue
+            if not await ctx.long_polling.wait(topic, qid, offset, left):
+                break
+        return consume_pb2.PullBatchResponse(
+            status=_status(Code.MESSAGE_NOT_FOUND, "no new message"),
+            next_offset=offset,
+            min_offset=store.get_min_offset_in_queue(topic, qid),
+            max_offset=store.get_max_offset_in_queue(topic, qid),
+        )

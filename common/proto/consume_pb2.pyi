@@ -1,0 +1,52 @@
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Status(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class PullBatchRequest(_message.Message):
+    __slots__ = ("group", "topic", "queue_id", "offset", "max_messages", "max_bytes", "long_polling_ms", "filter_type", "filter_expression")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LONG_POLLING_MS_FIELD_NUMBER: _ClassVar[int]
+    FILTER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    FILTER_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int
+    max_bytes: int
+    long_polling_ms: int
+    filter_type: str
+    filter_expression: str
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., long_polling_ms: _Optional[int] = ..., filter_type: _Optional[str] = ..., filter_expression: _Optional[str] = ...) -> None: ...
+
+class PullBatchResponse(_message.Message):
+    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "count", "records")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    count: int
+    records: bytes
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...

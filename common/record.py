@@ -1,0 +1,113 @@
+"""The CommitLog record layout (``docs/storage.md``), shared by the broker that writes records and by clients
+of the batched pull (``orbitmq.consume.Consume/PullBatch``), which receive records exactly as stored.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+MESSAGE_MAGIC_CODE = 0x0B17A001
+BLANK_MAGIC_CODE = 0x0B17A0FF
+
+# total, magic, bodyCRC, queueId, flag, queueOffset, physicalOffset, sysFlag, bornTs, bornIP, bornPort,
+# storeTs, storeIP, storePort, reconsumeTimes, preparedTxOffset, bodyLength
+HEADER = struct.Struct(">iIIiiqqiq4sIq4sIiqi")
+HEADER_SIZE = HEADER.size  # 88
+TRAILER = struct.Struct(">I")  # CRC32 of every byte of the record before it
+TOPIC_LEN = struct.Struct(">B")
+PROPS_LEN = struct.Struct(">H")
+BLANK = struct.Struct(">iI")
+MIN_RECORD_SIZE = HEADER_SIZE + TOPIC_LEN.size + PROPS_LEN.size + TRAILER.size
+MAX_TOPIC_BYTES = 255
+MAX_PROPERTIES_BYTES = 32767
+
+OFF_QUEUE_OFFSET = 20
+OFF_PHYSICAL_OFFSET = 28
+OFF_STORE_TIMESTAMP = 56
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def encode_properties(properties: dict[str, str]) -> bytes:
+    if not properties:
+        return b""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items()).encode("utf-8")
+
+
+def decode_properties(raw: bytes | bytearray | memoryview) -> dict[str, str]:
+    if not raw:
+        return {}
+    result: dict[str, str] = {}
+    for item in bytes(raw).decode("utf-8").split(PROPERTY_SEPARATOR):
+        if item:
+            name, _, value = item.partition(NAME_VALUE_SEPARATOR)
+            result[name] = value
+    return result
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a sequence of whole CommitLog records."""
+
+
+@dataclass(slots=True)
+class RecordView:
+    """One record decoded on the client side of a batched pull."""
+
+    topic: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    properties: dict[str, str]
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    store_size: int
+
+
+def iter_records(buf: bytes | memoryview) -> Iterator[RecordView]:
+    """Decode records laid end to end (no blank markers between them); raises ``RecordFormatError`` on junk."""
+    view = memoryview(buf)
+    pos, end = 0, len(view)
+    unpack = HEADER.unpack_from
+    inet_ntoa = socket.inet_ntoa
+    while pos < end:
+        if end - pos < MIN_RECORD_SIZE:
+            raise RecordFormatError(f"{end - pos} trailing bytes at {pos} are not a record")
+        h = unpack(view, pos)
+        size = h[0]
+        if h[1] != MESSAGE_MAGIC_CODE or size < MIN_RECORD_SIZE or pos + size > end:
+            raise RecordFormatError(f"no record at {pos} (size {size}, magic {h[1]:#x})")
+        p = pos + HEADER_SIZE
+        body = bytes(view[p : p + h[16]])
+        p += h[16]
+        tlen = view[p]
+        topic = bytes(view[p + 1 : p + 1 + tlen]).decode("utf-8")
+        p += 1 + tlen
+        (plen,) = PROPS_LEN.unpack_from(view, p)
+        props = decode_properties(view[p + 2 : p + 2 + plen])
+        yield RecordView(
+            topic,
+            body,
+            h[3],
+            h[5],
+            h[6],
+            props,
+            h[4],
+            h[7],
+            h[8],
+            (inet_ntoa(h[9]), h[10]),
+            h[11],
+            (inet_ntoa(h[12]), h[13]),
+            h[14],
+            size,
+        )
+        pos += size

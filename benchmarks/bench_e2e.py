@@ -222,8 +222,11 @@ async def bench_pull_batch(addr: str, topic: str, batch: int) -> dict[str, Any]:
     return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed), "decoded": True}
 
 
-async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 5.0) -> dict[str, Any]:
-    """Send ``rate`` msg/s (a small batch every tick), long-poll PullMessage on every queue, measure send->receive."""
+async def bench_latency(
+    addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 5.0, consumer: str = "pull"
+) -> dict[str, Any]:
+    """Send ``rate`` msg/s (a small batch every tick), long-poll every queue with v2 PullMessage (``pull``) or
+    Consume/PullBatch (``pull_batch``), measure send->receive."""
     per_tick = max(1, round(rate * tick_ms / 1000))
     async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
         stub = service_pb2_grpc.MessagingServiceStub(ch)
@@ -241,7 +244,26 @@ async def bench_latency(addr: str, topic: str, rate: int, seconds: float, tick_m
         expected = int(rate * seconds)
         stop = asyncio.Event()
 
+        batch_stub = consume_pb2_grpc.ConsumeStub(ch)
+
+        async def consume_batch(qid: int) -> None:
+            offset = starts[qid]
+            while not stop.is_set():
+                req = consume_pb2.PullBatchRequest(
+                    group="bench-lat", topic=topic, queue_id=qid, offset=offset, max_messages=256, long_polling_ms=1000
+                )
+                resp = await batch_stub.PullBatch(req, timeout=5)
+                now = time.time_ns()
+                for record in iter_records(resp.records):
+                    latencies.append((now - int.from_bytes(record.body[:8], "big")) / 1e6)
+                offset = resp.next_offset or offset
+                if len(latencies) >= expected:
+                    stop.set()
+
         async def consume(qid: int) -> None:
+            if consumer == "pull_batch":
+                await consume_batch(qid)
+                return
             offset = starts[qid]
             while not stop.is_set():
                 req = service_pb2.PullMessageRequest(
@@ -345,6 +367,9 @@ def run(quick: bool = False) -> dict[str, Any]:
             seconds = 2.0 if quick else 5.0
             latency_low = asyncio.run(bench_latency(broker.addr, "BenchLat1kT", 1_000, seconds))
             latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, seconds))
+            latency_batch = asyncio.run(
+                bench_latency(broker.addr, "BenchLatBatchT", 10_000, seconds, consumer="pull_batch")
+            )
         finally:
             broker.stop()
     ceiling = bench_stream_ceiling(5_000 if quick else 30_000)
@@ -359,6 +384,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k": latency["latency_ms_p50"],
         "e2e_latency_ms_p99_at_10k": latency["latency_ms_p99"],
+        "e2e_latency_ms_p50_at_10k_pull_batch": latency_batch["latency_ms_p50"],
+        "e2e_latency_ms_p99_at_10k_pull_batch": latency_batch["latency_ms_p99"],
         "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "e2e_p99_ms": 5.0},
     }
     return {
@@ -370,6 +397,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "grpc_stream_ceiling": ceiling,
         "latency_1k": latency_low,
         "latency": latency,
+        "latency_pull_batch": latency_batch,
     }
 
 

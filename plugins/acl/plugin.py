@@ -1,0 +1,41 @@
+"""Plain ACL as a broker plugin: authenticates the v2 signature and authorizes topics and groups.
+
+Registered by the broker as ``acl`` when ``aclEnable=true``; accounts come from ``plain_acl.yml`` (reloaded on change).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.hookspecs import AccessRequest, hookimpl
+from broker.hookspecs import Action as HookAction
+from broker.hookspecs import ResourceKind as HookKind
+from plugins.acl import AccessContext, Action, PlainAccessValidator, ResourceKind
+
+_ACTIONS = {
+    HookAction.PUB: Action.PUB,
+    HookAction.SUB: Action.SUB,
+    HookAction.ANY: Action.PUB_SUB,
+    HookAction.ADMIN: Action.ADMIN,
+}
+
+
+class AclPlugin:
+    def __init__(self, acl_file: Path) -> None:
+        self.validator = PlainAccessValidator.from_file(acl_file)
+
+    @hookimpl
+    def orbitmq_authenticate(self, request: AccessRequest) -> AccessContext:
+        return self.validator.authenticate(request.headers, request.remote_ip)
+
+    @hookimpl
+    def orbitmq_authorize(self, request: AccessRequest, principal: AccessContext | None) -> None:
+        if principal is None:
+            return
+        for res in request.resources:
+            if res.kind is HookKind.CLUSTER:
+                # Admin RPCs: modelled as an admin-only action on the broker itself.
+                self.validator.authorize(principal, ResourceKind.TOPIC, res.name, Action.ADMIN)
+                continue
+            kind = ResourceKind.TOPIC if res.kind is HookKind.TOPIC else ResourceKind.GROUP
+            self.validator.authorize(principal, kind, res.name, _ACTIONS[res.action])

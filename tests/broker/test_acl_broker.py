@@ -132,12 +132,14 @@ def test_acl_file_change_takes_effect(acl_broker):
 @pytest.mark.timeout(120)
 def test_oms_client_signs_with_its_credentials(acl_broker):
     url = f"oms:rocketmq://{acl_broker.addr}/"
-    with oms.get_messaging_access_point(url, access_key="appAK", secret_key="appSecret1") as ap:
-        with ap.create_producer() as producer:
-            assert producer.send(oms.BytesMessage(b"signed", "AclT")).message_id
-            with pytest.raises(oms.OMSSecurityException) as err:
-                producer.send(oms.BytesMessage(b"x", "OtherT"))
-            assert err.value.code == FORBIDDEN
+    with (
+        oms.get_messaging_access_point(url, access_key="appAK", secret_key="appSecret1") as ap,
+        ap.create_producer() as producer,
+    ):
+        assert producer.send(oms.BytesMessage(b"signed", "AclT")).message_id
+        with pytest.raises(oms.OMSSecurityException) as err:
+            producer.send(oms.BytesMessage(b"x", "OtherT"))
+        assert err.value.code == FORBIDDEN
     with oms.get_messaging_access_point(url, access_key="appAK", secret_key="not-the-secret") as ap:
         with ap.create_producer() as producer, pytest.raises(oms.OMSException) as err2:
             producer.send(oms.BytesMessage(b"x", "AclT"))

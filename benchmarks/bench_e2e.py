@@ -222,6 +222,51 @@ async def bench_pull_batch(addr: str, topic: str, batch: int) -> dict[str, Any]:
     return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed), "decoded": True}
 
 
+async def bench_receive_ack(addr: str, topic: str, batch: int, receivers: int) -> dict[str, Any]:
+    """Drain a topic with v2 ReceiveMessage (batch, invisible 60 s) + one AckMessage per received batch."""
+    meta = (("x-mq-client-id", "bench-receive-ack"), ("x-mq-language", "PYTHON"))
+    group = definition_pb2.Resource(name="bench-receive-ack")
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        counts = [0] * receivers
+
+        async def worker(w: int) -> None:
+            while True:
+                req = service_pb2.ReceiveMessageRequest(
+                    group=group,
+                    message_queue=definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=topic), id=-1),
+                    batch_size=batch,
+                    invisible_duration=duration_pb2.Duration(seconds=60),
+                    long_polling_timeout=duration_pb2.Duration(seconds=0),
+                )
+                entries = []
+                async for resp in stub.ReceiveMessage(req, metadata=meta, timeout=20):
+                    if resp.WhichOneof("content") == "message":
+                        m = resp.message
+                        entries.append(
+                            service_pb2.AckMessageEntry(
+                                message_id=m.system_properties.message_id,
+                                receipt_handle=m.system_properties.receipt_handle,
+                            )
+                        )
+                if not entries:
+                    return
+                ack = await stub.AckMessage(
+                    service_pb2.AckMessageRequest(group=group, topic=req.message_queue.topic, entries=entries),
+                    metadata=meta,
+                    timeout=20,
+                )
+                if ack.status.code != definition_pb2.Code.OK:
+                    raise RuntimeError(ack.status.message)
+                counts[w] += len(entries)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(receivers)))
+        elapsed = time.perf_counter() - t0
+    total = sum(counts)
+    return {"messages": total, "batch": batch, "receivers": receivers, "msgs_per_s": round(total / elapsed)}
+
+
 async def bench_latency(
     addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 5.0, consumer: str = "pull"
 ) -> dict[str, Any]:
@@ -364,6 +409,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             batched = asyncio.run(bench_batched_produce(broker.addr, "BenchBatchT", n_batched, 1024, 4))
             pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
             pull_batch = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024))
+            receive_ack = asyncio.run(bench_receive_ack(broker.addr, "BenchBatchT", 32, 4))
             seconds = 2.0 if quick else 5.0
             latency_low = asyncio.run(bench_latency(broker.addr, "BenchLat1kT", 1_000, seconds))
             latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, seconds))
@@ -379,6 +425,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "batched_produce_msgs_per_s": batched["msgs_per_s"],
         "pull_consume_msgs_per_s": pull["msgs_per_s"],
         "pull_batch_consume_msgs_per_s": pull_batch["msgs_per_s"],
+        "receive_ack_consume_msgs_per_s": receive_ack["msgs_per_s"],
         "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
@@ -386,7 +433,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "e2e_latency_ms_p99_at_10k": latency["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k_pull_batch": latency_batch["latency_ms_p50"],
         "e2e_latency_ms_p99_at_10k_pull_batch": latency_batch["latency_ms_p99"],
-        "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "e2e_p99_ms": 5.0},
+        "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "receive_ack": 40_000, "e2e_p99_ms": 5.0},
     }
     return {
         "summary": summary,
@@ -394,6 +441,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "batched_produce": batched,
         "pull": pull,
         "pull_batch": pull_batch,
+        "receive_ack": receive_ack,
         "grpc_stream_ceiling": ceiling,
         "latency_1k": latency_low,
         "latency": latency,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker.store.config import MessageStoreConfig
 from common.config import build_config, load_properties
+from common.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from common.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_BODY_SIZE
 
 
@@ -37,6 +38,7 @@ class BrokerConfig:
     transactionTimeOut: int = 6_000  # ms a half message waits before its producer is asked (RocketMQ key)
     transactionCheckInterval: int = 30_000  # ms between orphan-check scans (RocketMQ key)
     transactionCheckMax: int = 15  # checks before an unresolved half message is rolled back
+    messageDelayLevel: str = DEFAULT_MESSAGE_DELAY_LEVEL  # delay levels 1..N; retries use level 3 + reconsumeTimes
     # Plugins (docs/plugins.md)
     pluginsDisabled: str = ""  # comma-separated plugin names not to load (built-in or third-party)
     loadPluginEntryPoints: bool = True  # load third-party plugins from the ``orbitmq.plugins`` entry points

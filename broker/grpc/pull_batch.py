@@ -1,4 +1,5 @@
-"""``orbitmq.consume.Consume/PullBatch``: offset-based pulls answered with the stored records in one response.
+"""``orbitmq.consume.Consume``: PullBatch (offset-based pulls answered with the stored records in one response)
+and SendBack (failed messages to ``%RETRY%``/``%DLQ%``, ``broker/retry_service.py``).
 
 Same validation, filters, ACL and long polling as v2 PullMessage; the difference is the payload, which avoids
 one gRPC stream message per record (the ceiling of v2 PullMessage in grpc-python, ``docs/broker.md``).
@@ -16,12 +17,14 @@ from broker import access
 from broker.context import BrokerContext
 from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic
 from broker.hookspecs import Action
+from broker.pop.dlq import RETRY_GROUP_TOPIC_PREFIX
+from broker.retry_service import RetryService
 from broker.store.results import GetMessageStatus
 from common.errors import Code, MQError
 from common.limits import MAX_PULL_BATCH_SIZE
 from common.logging import get_logger
 from common.proto import consume_pb2, consume_pb2_grpc
-from common.validation import validate_group
+from common.validation import validate_group, validate_topic
 
 log = get_logger("broker.pull_batch")
 
@@ -44,6 +47,40 @@ def _status(code: Code, message: str = "") -> consume_pb2.Status:
 class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
+        self.retry = RetryService(ctx)
+
+    async def SendBack(self, request: consume_pb2.SendBackRequest, context: Any) -> consume_pb2.SendBackResponse:
+        try:
+            validate_group(request.group)
+            validate_topic(request.topic, allow_system=request.topic.startswith(RETRY_GROUP_TOPIC_PREFIX))
+            access.check(
+                self.ctx.plugins,
+                context,
+                "SendBack",
+                access.topic(request.topic, Action.SUB),
+                access.group(request.group),
+            )
+            result = await self.retry.send_back(
+                request.group,
+                request.topic,
+                request.commitlog_offset,
+                request.delay_level,
+                request.max_reconsume_times,
+            )
+        except MQError as exc:
+            log.info("request refused", rpc="SendBack", code=exc.code.name, reason=exc.message)
+            return consume_pb2.SendBackResponse(status=_status(exc.code, exc.message))
+        except Exception as exc:
+            log.exception("SendBack failed", error=repr(exc))
+            return consume_pb2.SendBackResponse(
+                status=_status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            )
+        return consume_pb2.SendBackResponse(
+            status=_status(Code.OK),
+            destination=result.destination,
+            reconsume_times=result.reconsume_times,
+            deliver_timestamp_ms=result.deliver_ms,
+        )
 
     async def PullBatch(self, request: consume_pb2.PullBatchRequest, context: Any) -> consume_pb2.PullBatchResponse:
         try:
@@ -61,9 +98,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
         ctx = self.ctx
         topic, qid, group = request.topic, request.queue_id, request.group
         validate_group(group)
-        access.check(
-            ctx.plugins, context, "PullBatch", access.topic(topic, Action.SUB), access.group(group)
-        )  # fmt: skip
+        access.check(ctx.plugins, context, "PullBatch", access.topic(topic, Action.SUB), access.group(group))
         readable_topic(ctx, definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=topic), id=qid))
         if request.offset < 0:
             raise MQError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is negative")

@@ -50,3 +50,29 @@ class PullBatchResponse(_message.Message):
     count: int
     records: bytes
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+
+class SendBackRequest(_message.Message):
+    __slots__ = ("group", "topic", "commitlog_offset", "delay_level", "max_reconsume_times")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    COMMITLOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    commitlog_offset: int
+    delay_level: int
+    max_reconsume_times: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., commitlog_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ...) -> None: ...
+
+class SendBackResponse(_message.Message):
+    __slots__ = ("status", "destination", "reconsume_times", "deliver_timestamp_ms")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    destination: str
+    reconsume_times: int
+    deliver_timestamp_ms: int
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., destination: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., deliver_timestamp_ms: _Optional[int] = ...) -> None: ...

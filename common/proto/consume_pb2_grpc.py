@@ -39,12 +39,23 @@ class ConsumeStub:
                 request_serializer=common_dot_proto_dot_consume__pb2.PullBatchRequest.SerializeToString,
                 response_deserializer=common_dot_proto_dot_consume__pb2.PullBatchResponse.FromString,
                 _registered_method=True)
+        self.SendBack = channel.unary_unary(
+                '/orbitmq.consume.Consume/SendBack',
+                request_serializer=common_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
+                response_deserializer=common_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
+                _registered_method=True)
 
 
 class ConsumeServicer:
     """Missing associated documentation comment in .proto file."""
 
     def PullBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendBack(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -57,6 +68,11 @@ def add_ConsumeServicer_to_server(servicer, server):
                     servicer.PullBatch,
                     request_deserializer=common_dot_proto_dot_consume__pb2.PullBatchRequest.FromString,
                     response_serializer=common_dot_proto_dot_consume__pb2.PullBatchResponse.SerializeToString,
+            ),
+            'SendBack': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendBack,
+                    request_deserializer=common_dot_proto_dot_consume__pb2.SendBackRequest.FromString,
+                    response_serializer=common_dot_proto_dot_consume__pb2.SendBackResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +102,33 @@ class Consume:
             '/orbitmq.consume.Consume/PullBatch',
             common_dot_proto_dot_consume__pb2.PullBatchRequest.SerializeToString,
             common_dot_proto_dot_consume__pb2.PullBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendBack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.consume.Consume/SendBack',
+            common_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
+            common_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,7 +1,30 @@
-"""The six RocketMQ queue allocation strategies (``AVG``, ``AVG_BY_CIRCLE``, ``CONFIG``, ``MACHINE_ROOM``,
-``CONSISTENT_HASH``, ``MACHINE_ROOM_NEARBY``); the broker reaches them through ``plugin.AllocatorPlugin``."""
+"""The six RocketMQ queue allocation strategies (AVG, AVG_BY_CIRCLE, CONFIG, MACHINE_ROOM, CONSISTENT_HASH,
+MACHINE_ROOM_NEARBY) behind ``create_strategy``; the broker reaches them through ``plugin.AllocatorPlugin``."""
 
 from plugins.allocators.base import AllocateStrategy, AllocationError, QueueRef
-from plugins.allocators.strategies import STRATEGY_NAMES, canonical_name, create_strategy
+from plugins.allocators.strategies import (
+    STRATEGY_NAMES,
+    Averagely,
+    AveragelyByCircle,
+    ByConfig,
+    ByMachineRoom,
+    ConsistentHash,
+    MachineRoomNearby,
+    canonical_name,
+    create_strategy,
+)
 
-__all__ = ["STRATEGY_NAMES", "AllocateStrategy", "AllocationError", "QueueRef", "canonical_name", "create_strategy"]
+__all__ = [
+    "STRATEGY_NAMES",
+    "AllocateStrategy",
+    "AllocationError",
+    "Averagely",
+    "AveragelyByCircle",
+    "ByConfig",
+    "ByMachineRoom",
+    "ConsistentHash",
+    "MachineRoomNearby",
+    "QueueRef",
+    "canonical_name",
+    "create_strategy",
+]

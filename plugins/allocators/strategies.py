@@ -1,7 +1,5 @@
-"""The six queue allocation strategies of RocketMQ's rebalance, with RocketMQ's names and semantics.
-
-``create_strategy(name, options)`` builds one from a group's config; names are case-insensitive.
-"""
+"""The six queue allocation strategies of RocketMQ's rebalance, with RocketMQ's names and semantics,
+and ``create_strategy(name, options)`` to build one from a group's config (names are case-insensitive)."""
 
 from __future__ import annotations
 
@@ -9,73 +7,93 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from plugins.allocators.base import AllocateStrategy, AllocationError, QueueRef, machine_room, normalized
-from plugins.allocators.consistent_hash import ConsistentHashRing
+from plugins.allocators.base import (
+    AllocateStrategy,
+    AllocationError,
+    QueueRef,
+    broker_room,
+    client_room,
+    lowercase_keys,
+    prepare,
+)
+from plugins.allocators.consistent_hash import cached_ring
 
 DEFAULT_VIRTUAL_NODES = 10
 
 
+def average_block(mqs: Sequence[QueueRef], n_cids: int, index: int) -> list[QueueRef]:
+    """Member ``index``'s contiguous block of ``mqs`` when they are cut into ``n_cids`` nearly equal blocks.
+
+    The first ``len(mqs) % n_cids`` members take one queue more; with more members than queues the last
+    members get none (a queue is never shared). Same arithmetic as AllocateMessageQueueAveragely."""
+    base, extra = divmod(len(mqs), n_cids)
+    start = index * base + min(index, extra)
+    return list(mqs[start : start + base + (1 if index < extra else 0)])
+
+
 @dataclass(frozen=True)
 class Averagely:
-    """AllocateMessageQueueAveragely: contiguous blocks, the first ``len(mq) % len(cid)`` clients get one more."""
+    """AVG (AllocateMessageQueueAveragely, RocketMQ's default): contiguous blocks in client id order,
+    the first ``len(mq) % len(cid)`` clients one queue more. 8 queues / 3 clients: 0-2, 3-5, 6-7."""
 
-    name: str = "AVG"
+    name: str = field(default="AVG", init=False)
 
     def allocate(
         self, group: str, current_cid: str, mq_all: Sequence[QueueRef], cid_all: Sequence[str]
     ) -> list[QueueRef]:
-        mqs, cids = normalized(mq_all, cid_all)
-        if not mqs or current_cid not in cids:
+        prepared = prepare(group, current_cid, mq_all, cid_all)
+        if prepared is None:
             return []
-        return _average(mqs, len(cids), cids.index(current_cid))
-
-
-def _average(mqs: list[QueueRef], n_cids: int, index: int) -> list[QueueRef]:
-    size = len(mqs)
-    mod = size % n_cids
-    average = 1 if size <= n_cids else size // n_cids + (1 if mod > 0 and index < mod else 0)
-    start = index * average if mod > 0 and index < mod else index * average + mod
-    count = min(average, size - start)
-    return [mqs[(start + i) % size] for i in range(max(0, count))]
+        mqs, cids = prepared
+        return average_block(mqs, len(cids), cids.index(current_cid))
 
 
 @dataclass(frozen=True)
 class AveragelyByCircle:
-    """AllocateMessageQueueAveragelyByCircle: queue i goes to client ``i % len(cid)`` (round robin)."""
+    """AVG_BY_CIRCLE (AllocateMessageQueueAveragelyByCircle): queue ``i`` goes to client ``i % len(cid)``,
+    round robin. 8 queues / 3 clients: {0, 3, 6}, {1, 4, 7}, {2, 5}."""
 
-    name: str = "AVG_BY_CIRCLE"
+    name: str = field(default="AVG_BY_CIRCLE", init=False)
 
     def allocate(
         self, group: str, current_cid: str, mq_all: Sequence[QueueRef], cid_all: Sequence[str]
     ) -> list[QueueRef]:
-        mqs, cids = normalized(mq_all, cid_all)
-        if not mqs or current_cid not in cids:
+        prepared = prepare(group, current_cid, mq_all, cid_all)
+        if prepared is None:
             return []
+        mqs, cids = prepared
         return mqs[cids.index(current_cid) :: len(cids)]
 
 
 @dataclass(frozen=True)
 class ByConfig:
-    """AllocateMessageQueueByConfig: the configured queues (option ``queues`` = ``broker:queueId,...``),
-    whatever the other clients do; queues the route does not have are left out."""
+    """CONFIG (AllocateMessageQueueByConfig): the queues listed in option ``queues``
+    (``brokerName:queueId,...``), whatever the other clients get.
+
+    RocketMQ configures this per consumer instance; here the option belongs to the group, so every live member
+    gets the same list (queues are shared, not partitioned). Listed queues the route does not have are left out,
+    so the broker never hands out a queue that does not exist."""
 
     queues: frozenset[QueueRef]
-    name: str = "CONFIG"
+    name: str = field(default="CONFIG", init=False)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ByConfig:
         refs: set[QueueRef] = set()
-        for item in (options.get("queues") or "").split(","):
-            item = item.strip()
+        for raw in options.get("queues", "").split(","):
+            item = raw.strip()
             if not item:
                 continue
-            broker, sep, qid = item.rpartition(":")
+            # rpartition: the queue id is after the last colon, whatever the broker name contains.
+            broker, _, qid = item.rpartition(":")
+            queue_id: int | None
             try:
-                refs.add(QueueRef(broker, int(qid)))
+                queue_id = int(qid)
             except ValueError:
-                sep = ""
-            if not sep or not broker:
+                queue_id = None
+            if not broker.strip() or queue_id is None:
                 raise AllocationError(f"CONFIG option queues: {item!r} is not brokerName:queueId")
+            refs.add(QueueRef(broker.strip(), queue_id))
         if not refs:
             raise AllocationError("CONFIG needs option queues = brokerName:queueId[,brokerName:queueId...]")
         return cls(frozenset(refs))
@@ -83,24 +101,28 @@ class ByConfig:
     def allocate(
         self, group: str, current_cid: str, mq_all: Sequence[QueueRef], cid_all: Sequence[str]
     ) -> list[QueueRef]:
-        mqs, cids = normalized(mq_all, cid_all)
-        if current_cid not in cids:
+        prepared = prepare(group, current_cid, mq_all, cid_all)
+        if prepared is None:
             return []
+        mqs, _ = prepared
         return [q for q in mqs if q in self.queues]
 
 
 @dataclass(frozen=True)
 class ByMachineRoom:
-    """AllocateMessageQueueByMachineRoom: only queues of brokers in the rooms ``consumeridcs`` serves
-    (broker name ``room@name``), split in equal blocks, the remainder one each to the first clients.
-    Queues of other rooms are left to other consumer sets."""
+    """MACHINE_ROOM (AllocateMessageQueueByMachineRoom): only queues of brokers named ``room@name`` whose room
+    is in option ``consumeridcs``; those are cut into ``len(cid)`` blocks of ``n // len(cid)`` in client order,
+    and the remainder goes one each to the first clients. 8 queues / 3 clients: {0,1,6}, {2,3,7}, {4,5}.
+
+    Queues of other rooms, and of brokers whose name is not exactly ``room@name``, are left unassigned: they
+    belong to the consumer set of another room. Clients' own rooms play no part."""
 
     rooms: frozenset[str]
-    name: str = "MACHINE_ROOM"
+    name: str = field(default="MACHINE_ROOM", init=False)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ByMachineRoom:
-        rooms = frozenset(r.strip() for r in (options.get("consumeridcs") or "").split(",") if r.strip())
+        rooms = frozenset(r.strip() for r in options.get("consumeridcs", "").split(",") if r.strip())
         if not rooms:
             raise AllocationError("MACHINE_ROOM needs option consumeridcs = room[,room...]")
         return cls(rooms)
@@ -108,82 +130,103 @@ class ByMachineRoom:
     def allocate(
         self, group: str, current_cid: str, mq_all: Sequence[QueueRef], cid_all: Sequence[str]
     ) -> list[QueueRef]:
-        mqs, cids = normalized(mq_all, cid_all)
-        if current_cid not in cids:
+        prepared = prepare(group, current_cid, mq_all, cid_all)
+        if prepared is None:
             return []
-        mine = [q for q in mqs if machine_room(q.broker_name) in self.rooms]
+        mqs, cids = prepared
+        served = [q for q in mqs if broker_room(q.broker_name) in self.rooms]
         index, n = cids.index(current_cid), len(cids)
-        block, rem = divmod(len(mine), n)
-        result = mine[index * block : index * block + block]
+        block, rem = divmod(len(served), n)
+        result = served[index * block : (index + 1) * block]
         if index < rem:
-            result.append(mine[block * n + index])
+            result.append(served[block * n + index])
         return result
+
+
+def _ring_key(q: QueueRef) -> str:
+    # Spelled out rather than str(q): changing how a queue prints must not reshuffle every consistent-hash group.
+    return f"{q.broker_name}:{q.queue_id}"
 
 
 @dataclass(frozen=True)
 class ConsistentHash:
-    """AllocateMessageQueueConsistentHash: each queue goes to the client its key routes to on a ring of
-    ``virtualNodeCnt`` virtual nodes per client; a joining or leaving client moves only its own queues."""
+    """CONSISTENT_HASH (AllocateMessageQueueConsistentHash): each queue goes to the client its key routes to on
+    a ring of ``virtualNodeCnt`` (default 10) MD5-hashed virtual nodes per client. A joining or leaving client
+    moves only the queues it gains or had; a client may get none when the ring is lopsided."""
 
     virtual_nodes: int = DEFAULT_VIRTUAL_NODES
-    name: str = "CONSISTENT_HASH"
+    name: str = field(default="CONSISTENT_HASH", init=False)
+
+    def __post_init__(self) -> None:
+        if self.virtual_nodes < 1:
+            raise AllocationError(f"CONSISTENT_HASH option virtualNodeCnt is {self.virtual_nodes}, it must be >= 1")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ConsistentHash:
-        raw = options.get("virtualNodeCnt", str(DEFAULT_VIRTUAL_NODES))
+        raw = options.get("virtualnodecnt", str(DEFAULT_VIRTUAL_NODES)).strip()
         try:
             count = int(raw)
         except ValueError:
             raise AllocationError(f"CONSISTENT_HASH option virtualNodeCnt {raw!r} is not an integer") from None
-        if count < 1:
-            raise AllocationError(f"CONSISTENT_HASH option virtualNodeCnt is {count}, it must be >= 1")
         return cls(count)
 
     def allocate(
         self, group: str, current_cid: str, mq_all: Sequence[QueueRef], cid_all: Sequence[str]
     ) -> list[QueueRef]:
-        mqs, cids = normalized(mq_all, cid_all)
-        if not mqs or current_cid not in cids:
+        prepared = prepare(group, current_cid, mq_all, cid_all)
+        if prepared is None:
             return []
-        ring = ConsistentHashRing(cids, self.virtual_nodes)
-        return [q for q in mqs if ring.route(str(q)) == current_cid]
+        mqs, cids = prepared
+        ring = cached_ring(tuple(cids), self.virtual_nodes)
+        return [q for q in mqs if ring.route(_ring_key(q)) == current_cid]
 
 
 @dataclass(frozen=True)
 class MachineRoomNearby:
-    """AllocateMachineRoomNearby: queues of a room go to the consumers of the same room (client id
-    ``room@...``) with the ``inner`` strategy; queues of rooms without a consumer go to all consumers."""
+    """MACHINE_ROOM_NEARBY (AllocateMachineRoomNearby) around an ``inner`` strategy (default AVG).
+
+    A broker's room is that of ``room@name`` (as MACHINE_ROOM); a client's room is the prefix of its id before
+    the first ``@`` (no ``@`` or an empty prefix: no room). Queues of a room with live clients go to those clients
+    only; the queues of each room without a live client (and of brokers without a room) are shared by all
+    clients, room by room, through ``inner``. Clients without a room get only such shared queues."""
 
     inner: AllocateStrategy = field(default_factory=Averagely)
-    name: str = "MACHINE_ROOM_NEARBY"
+    name: str = field(default="MACHINE_ROOM_NEARBY", init=False)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> MachineRoomNearby:
         inner_name = options.get("inner", "AVG")
         if canonical_name(inner_name) == "MACHINE_ROOM_NEARBY":
             raise AllocationError("MACHINE_ROOM_NEARBY cannot nest itself as its inner strategy")
-        inner_options = {k[len("inner.") :]: v for k, v in options.items() if k.startswith("inner.")}
+        # ``inner.<key>`` options configure the inner strategy, e.g. inner=CONSISTENT_HASH, inner.virtualNodeCnt=20.
+        inner_options = {k.removeprefix("inner."): v for k, v in options.items() if k.startswith("inner.")}
         return cls(create_strategy(inner_name, inner_options))
 
     def allocate(
         self, group: str, current_cid: str, mq_all: Sequence[QueueRef], cid_all: Sequence[str]
     ) -> list[QueueRef]:
-        mqs, cids = normalized(mq_all, cid_all)
-        if current_cid not in cids:
+        prepared = prepare(group, current_cid, mq_all, cid_all)
+        if prepared is None:
             return []
+        mqs, cids = prepared
         mqs_by_room: dict[str | None, list[QueueRef]] = defaultdict(list)
         for q in mqs:
-            mqs_by_room[machine_room(q.broker_name)].append(q)
-        cids_by_room: dict[str | None, list[str]] = defaultdict(list)
+            mqs_by_room[broker_room(q.broker_name)].append(q)
+        cids_by_room: dict[str, list[str]] = defaultdict(list)
         for c in cids:
-            cids_by_room[machine_room(c)].append(c)
+            room = client_room(c)
+            if room is not None:
+                cids_by_room[room].append(c)
+        my_room = client_room(current_cid)
         result: list[QueueRef] = []
-        my_room = machine_room(current_cid)
-        if my_room is not None and my_room in mqs_by_room:
-            result += self.inner.allocate(group, current_cid, mqs_by_room[my_room], cids_by_room[my_room])
-        orphans = [q for room, qs in mqs_by_room.items() if room is None or room not in cids_by_room for q in qs]
-        if orphans:
-            result += self.inner.allocate(group, current_cid, orphans, cids)
+        for room, queues in mqs_by_room.items():
+            if room is not None and room in cids_by_room:
+                if room == my_room:
+                    result += self.inner.allocate(group, current_cid, queues, cids_by_room[room])
+            else:
+                # Nobody lives next to these queues: everyone shares them. Each room is allocated on its own,
+                # as RocketMQ does, rather than pooling all orphan rooms into one list.
+                result += self.inner.allocate(group, current_cid, queues, cids)
         return sorted(result)
 
 
@@ -196,7 +239,7 @@ _FACTORIES: dict[str, Callable[[Mapping[str, str]], AllocateStrategy]] = {
     "MACHINE_ROOM_NEARBY": MachineRoomNearby.from_options,
 }
 STRATEGY_NAMES: tuple[str, ...] = tuple(_FACTORIES)
-_ALIASES = {
+_JAVA_CLASS_NAMES = {
     "ALLOCATEMESSAGEQUEUEAVERAGELY": "AVG",
     "ALLOCATEMESSAGEQUEUEAVERAGELYBYCIRCLE": "AVG_BY_CIRCLE",
     "ALLOCATEMESSAGEQUEUEBYCONFIG": "CONFIG",
@@ -207,14 +250,18 @@ _ALIASES = {
 
 
 def canonical_name(name: str) -> str | None:
-    """The canonical strategy name for ``name`` (RocketMQ's name or Java class name), None if unknown."""
+    """The canonical name for ``name`` (RocketMQ's getName() or the Java class name, simple or fully qualified,
+    any case), None when it is none of the six."""
     key = name.strip().upper()
-    return key if key in _FACTORIES else _ALIASES.get(key)
+    if key in _FACTORIES:
+        return key
+    return _JAVA_CLASS_NAMES.get(key.rpartition(".")[2])
 
 
 def create_strategy(name: str, options: Mapping[str, str] | None = None) -> AllocateStrategy:
+    """Build a strategy from a group's config. Option keys are case-insensitive; keys a strategy does not use
+    are ignored (a group that switches strategy may keep the old one's options)."""
     canonical = canonical_name(name)
     if canonical is None:
         raise AllocationError(f"unknown allocation strategy {name!r}; known: {', '.join(STRATEGY_NAMES)}")
-    strategy: AllocateStrategy = _FACTORIES[canonical](options or {})
-    return strategy
+    return _FACTORIES[canonical](lowercase_keys(options))

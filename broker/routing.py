@@ -61,8 +61,9 @@ async def assignments_for(
 ) -> list[definition_pb2.Assignment]:
     """The group's allocation strategy plugin over the live clients (every broker computes the same answer).
 
-    A client the strategy leaves without items still shares one: receive/ack assignments are not exclusive, and
-    a consumer that never receives is worse than two that share a broker's queues."""
+    When there are more clients than items, a client the strategy leaves without one still shares one: receive/ack
+    assignments are not exclusive, and a consumer that never receives is worse than two that share a broker's
+    queues. A strategy that leaves a client out on purpose (MACHINE_ROOM's other rooms) is respected otherwise."""
     route = await topic_route(ctx, topic.name, auto_create=False)
     group_cfg = ctx.groups.get_or_auto_create(group)
     all_items = route_assignments(topic, route, group_cfg.consume_message_orderly)
@@ -75,7 +76,7 @@ async def assignments_for(
         picked = ctx.plugins.allocate(strategy, group_cfg.allocate_options, group, client_id, list(by_ref), clients)
     except ValueError as exc:  # the strategy's own validation (AllocationError)
         raise MQError(Code.BAD_REQUEST, f"allocation strategy {strategy!r} of group {group!r}: {exc}") from exc
-    if not picked:
+    if not picked and len(clients) > len(by_ref):
         refs = sorted(by_ref)
         picked = [refs[clients.index(client_id) % len(refs)]]
     return [by_ref[ref] for ref in picked]

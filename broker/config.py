@@ -38,6 +38,7 @@ class BrokerConfig:
     transactionTimeOut: int = 6_000  # ms a half message waits before its producer is asked (RocketMQ key)
     transactionCheckInterval: int = 30_000  # ms between orphan-check scans (RocketMQ key)
     transactionCheckMax: int = 15  # checks before an unresolved half message is rolled back
+    rebalanceLockMaxLiveTime: int = 60_000  # ms a queue lease of an orderly consumer lasts without renewal
     messageDelayLevel: str = DEFAULT_MESSAGE_DELAY_LEVEL  # delay levels 1..N; retries use level 3 + reconsumeTimes
     # Plugins (docs/plugins.md)
     pluginsDisabled: str = ""  # comma-separated plugin names not to load (built-in or third-party)

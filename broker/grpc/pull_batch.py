@@ -1,5 +1,6 @@
 """``orbitmq.consume.Consume``: PullBatch (offset-based pulls answered with the stored records in one response)
-and SendBack (failed messages to ``%RETRY%``/``%DLQ%``, ``broker/retry_service.py``).
+SendBack (failed messages to ``%RETRY%``/``%DLQ%``, ``broker/retry_service.py``) and queue leases for orderly
+consumers (``broker/queue_lock_manager.py``).
 
 Same validation, filters, ACL and long polling as v2 PullMessage; the difference is the payload, which avoids
 one gRPC stream message per record (the ceiling of v2 PullMessage in grpc-python, ``docs/broker.md``).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2
@@ -18,6 +20,7 @@ from broker.context import BrokerContext
 from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic
 from broker.hookspecs import Action
 from broker.pop.dlq import RETRY_GROUP_TOPIC_PREFIX
+from broker.queue_lock_manager import QueueLockManager
 from broker.retry_service import RetryService
 from broker.store.results import GetMessageStatus
 from common.errors import Code, MQError
@@ -48,6 +51,46 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.retry = RetryService(ctx)
+        self.locks = QueueLockManager()
+
+    def _lease_target(self, group: str, topic: str, client_id: str, queue_ids: Iterable[int], context: Any) -> None:
+        validate_group(group)
+        validate_topic(topic, allow_system=topic.startswith(RETRY_GROUP_TOPIC_PREFIX))
+        if not client_id.strip():
+            raise MQError(Code.CLIENT_ID_REQUIRED, "client_id is required to hold a queue lease")
+        access.check(self.ctx.plugins, context, "LockQueues", access.topic(topic, Action.SUB), access.group(group))
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on broker {self.ctx.broker_name}")
+        bad = [q for q in queue_ids if not 0 <= q < tc.read_queue_nums]
+        if bad:
+            raise MQError(Code.BAD_REQUEST, f"queue ids {bad} are outside [0, {tc.read_queue_nums}) of {topic!r}")
+
+    async def LockQueues(self, request: consume_pb2.LockQueuesRequest, context: Any) -> consume_pb2.LockQueuesResponse:
+        try:
+            self._lease_target(request.group, request.topic, request.client_id, request.queue_ids, context)
+            max_ms = self.ctx.config.rebalanceLockMaxLiveTime
+            if request.lease_ms < 0 or request.lease_ms > max_ms:
+                raise MQError(Code.BAD_REQUEST, f"lease_ms {request.lease_ms} is outside [0, {max_ms}]")
+            lease_ms = request.lease_ms or max_ms
+            held = self.locks.try_lock(
+                request.group, request.topic, request.client_id, request.queue_ids, lease_ms / 1000
+            )
+        except MQError as exc:
+            log.info("request refused", rpc="LockQueues", code=exc.code.name, reason=exc.message)
+            return consume_pb2.LockQueuesResponse(status=_status(exc.code, exc.message))
+        return consume_pb2.LockQueuesResponse(status=_status(Code.OK), locked_queue_ids=held, lease_ms=lease_ms)
+
+    async def UnlockQueues(
+        self, request: consume_pb2.UnlockQueuesRequest, context: Any
+    ) -> consume_pb2.UnlockQueuesResponse:
+        try:
+            self._lease_target(request.group, request.topic, request.client_id, request.queue_ids, context)
+            self.locks.unlock(request.group, request.topic, request.client_id, request.queue_ids)
+        except MQError as exc:
+            log.info("request refused", rpc="UnlockQueues", code=exc.code.name, reason=exc.message)
+            return consume_pb2.UnlockQueuesResponse(status=_status(exc.code, exc.message))
+        return consume_pb2.UnlockQueuesResponse(status=_status(Code.OK))
 
     async def SendBack(self, request: consume_pb2.SendBackRequest, context: Any) -> consume_pb2.SendBackResponse:
         try:

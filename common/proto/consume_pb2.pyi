@@ -1,6 +1,7 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -76,3 +77,45 @@ class SendBackResponse(_message.Message):
     reconsume_times: int
     deliver_timestamp_ms: int
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., destination: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., deliver_timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class LockQueuesRequest(_message.Message):
+    __slots__ = ("group", "topic", "client_id", "queue_ids", "lease_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    client_id: str
+    queue_ids: _containers.RepeatedScalarFieldContainer[int]
+    lease_ms: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., client_id: _Optional[str] = ..., queue_ids: _Optional[_Iterable[int]] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+
+class LockQueuesResponse(_message.Message):
+    __slots__ = ("status", "locked_queue_ids", "lease_ms")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LOCKED_QUEUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    locked_queue_ids: _containers.RepeatedScalarFieldContainer[int]
+    lease_ms: int
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., locked_queue_ids: _Optional[_Iterable[int]] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+
+class UnlockQueuesRequest(_message.Message):
+    __slots__ = ("group", "topic", "client_id", "queue_ids")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    client_id: str
+    queue_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., client_id: _Optional[str] = ..., queue_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class UnlockQueuesResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...

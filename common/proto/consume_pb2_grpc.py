@@ -44,6 +44,16 @@ class ConsumeStub:
                 request_serializer=common_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
                 response_deserializer=common_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
                 _registered_method=True)
+        self.LockQueues = channel.unary_unary(
+                '/orbitmq.consume.Consume/LockQueues',
+                request_serializer=common_dot_proto_dot_consume__pb2.LockQueuesRequest.SerializeToString,
+                response_deserializer=common_dot_proto_dot_consume__pb2.LockQueuesResponse.FromString,
+                _registered_method=True)
+        self.UnlockQueues = channel.unary_unary(
+                '/orbitmq.consume.Consume/UnlockQueues',
+                request_serializer=common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
+                response_deserializer=common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
+                _registered_method=True)
 
 
 class ConsumeServicer:
@@ -61,6 +71,18 @@ class ConsumeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LockQueues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnlockQueues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConsumeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +95,16 @@ def add_ConsumeServicer_to_server(servicer, server):
                     servicer.SendBack,
                     request_deserializer=common_dot_proto_dot_consume__pb2.SendBackRequest.FromString,
                     response_serializer=common_dot_proto_dot_consume__pb2.SendBackResponse.SerializeToString,
+            ),
+            'LockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockQueues,
+                    request_deserializer=common_dot_proto_dot_consume__pb2.LockQueuesRequest.FromString,
+                    response_serializer=common_dot_proto_dot_consume__pb2.LockQueuesResponse.SerializeToString,
+            ),
+            'UnlockQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnlockQueues,
+                    request_deserializer=common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.FromString,
+                    response_serializer=common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +161,60 @@ class Consume:
             '/orbitmq.consume.Consume/SendBack',
             common_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
             common_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.consume.Consume/LockQueues',
+            common_dot_proto_dot_consume__pb2.LockQueuesRequest.SerializeToString,
+            common_dot_proto_dot_consume__pb2.LockQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnlockQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.consume.Consume/UnlockQueues',
+            common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
+            common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

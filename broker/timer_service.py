@@ -208,7 +208,7 @@ class TimerService:
             inners.append(from_schedule(parked))
             offsets.append((d.queue_id, d.queue_offset))
         if inners:
-            results = await asyncio.wrap_future(self._store.put_messages_async(inners))
+            results = await self._store.put_messages_aio(inners)
             failed = [r for r in results if not r.ok]
             if failed:
                 raise RuntimeError(f"re-put failed: {failed[0].status.value} {failed[0].error}")

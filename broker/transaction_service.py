@@ -145,7 +145,7 @@ class TransactionService:
         if commit and parked is not None:
             puts.append(_real(parked))
         puts.append(MessageExtBrokerInner(topic=OP_TOPIC, body=str(half.commitlog_offset).encode(), queue_id=0))
-        results = await asyncio.wrap_future(self._store.put_messages_async(puts))
+        results = await self._store.put_messages_aio(puts)
         failed = [r for r in results if not r.ok]
         if failed:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"end transaction store failure: {failed[0].status.value}")

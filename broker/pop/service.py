@@ -571,7 +571,7 @@ class PopService:
         topic = dlq_topic(group)
         self.ctx.topics.create_internal(topic, DLQ_NUMS_PER_GROUP, READ_WRITE)
         inner = dead_letter(group, msg, attempts, self.ctx.store_host)
-        result = await asyncio.wrap_future(self.ctx.store.put_message_async(inner))
+        result = await self.ctx.store.put_message_aio(inner)
         if not result.ok:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"putting the message into {topic} failed: {result.status.name}")
         self.stats.dead_lettered += 1

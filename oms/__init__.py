@@ -1,4 +1,4 @@
-"""OpenMessaging-style Python client for OrbitMQ (RocketMQ 5 gRPC v2): access point, messages, producer.
+"""OpenMessaging-style Python client for OrbitMQ (RocketMQ 5 gRPC v2): access point, messages, producer, consumers.
 
 Start at ``oms.get_messaging_access_point("oms:rocketmq://127.0.0.1:9876/namespace")``; see docs/oms.md.
 """
@@ -6,6 +6,18 @@ Start at ``oms.get_messaging_access_point("oms:rocketmq://127.0.0.1:9876/namespa
 from __future__ import annotations
 
 from oms.access_point import MessagingAccessPoint, get_messaging_access_point
+from oms.consumer import (
+    ConsumeConcurrentlyStatus,
+    ConsumeContext,
+    ConsumeFromWhere,
+    ConsumeOrderlyStatus,
+    MessageModel,
+    MessageSelector,
+    PullConsumer,
+    PullResult,
+    PullStatus,
+    PushConsumer,
+)
 from oms.errors import (
     OMSConnectionException,
     OMSException,
@@ -43,11 +55,17 @@ __all__ = [
     "SPEC_VERSION",
     "BuiltinKeys",
     "BytesMessage",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
     "Future",
     "KeyValue",
     "LocalTransactionExecutor",
+    "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "MessagingAccessPoint",
     "NonStandardKeys",
     "OMSBuiltinKeys",
@@ -63,6 +81,10 @@ __all__ = [
     "OMSTimeoutException",
     "OMSTransactionException",
     "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByMachineRoom",
     "SelectMessageQueueByRandom",

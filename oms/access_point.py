@@ -11,7 +11,7 @@ import threading
 import weakref
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from common.errors import Code
 from oms.client.core import Runtime
@@ -27,6 +27,8 @@ from oms.url import AccessPointURL, parse_access_point
 from oms.version import CLIENT_VERSION
 
 if TYPE_CHECKING:
+    from oms.consumer.pull import PullConsumer
+    from oms.consumer.push import PushConsumer
     from oms.producer.producer import Producer
     from oms.producer.transaction import Checker
 
@@ -36,6 +38,7 @@ DRIVER = "rocketmq"
 LOAD_PLUGINS_KEY = "oms.load.plugins"  # "false" skips the orbitmq.client_plugins entry points
 STOP_TIMEOUT_S = 10.0
 _live: weakref.WeakSet[MessagingAccessPoint] = weakref.WeakSet()
+_C = TypeVar("_C", bound="Lifecycle")
 
 
 @atexit.register
@@ -157,6 +160,29 @@ class MessagingAccessPoint:
                 raise OMSIllegalStateException("the access point was shut down")
             self._children.append(producer)
         return producer
+
+    def create_push_consumer(self, attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> PushConsumer:
+        """A push consumer (not started): ``create_push_consumer(consumer_id="G", message_model="BROADCASTING",
+        consume_from_where="first", consume_thread_nums=8, orderly=True, ...)``; keys in docs/oms.md "Consumers".
+        """
+        from oms.consumer.config import consumer_attributes
+        from oms.consumer.push import PushConsumer
+
+        return self._adopt(PushConsumer(self, consumer_attributes(self._attributes, attributes, kwargs)))
+
+    def create_pull_consumer(self, attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> PullConsumer:
+        """A pull consumer (not started): ``receive()``/``ack()`` and the queue-level ``pull``/``commit`` API."""
+        from oms.consumer.config import consumer_attributes
+        from oms.consumer.pull import PullConsumer
+
+        return self._adopt(PullConsumer(self, consumer_attributes(self._attributes, attributes, kwargs)))
+
+    def _adopt(self, child: _C) -> _C:
+        with self._lock:
+            if self._closed:
+                raise OMSIllegalStateException("the access point was shut down")
+            self._children.append(child)
+        return child
 
     # -- for clients --------------------------------------------------------------------------------------------
 

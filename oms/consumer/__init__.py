@@ -1,0 +1,32 @@
+"""Consumers of the oms client: push (clustering/broadcasting, concurrent/orderly) and pull (receive/ack + queues).
+
+Created by ``MessagingAccessPoint.create_push_consumer`` / ``create_pull_consumer``; see docs/oms.md "Consumers".
+"""
+
+from __future__ import annotations
+
+from oms.consumer.config import ConsumeFromWhere, ConsumerConfig, ConsumerKeys, MessageModel
+from oms.consumer.listener import (
+    ConsumeConcurrentlyStatus,
+    ConsumeContext,
+    ConsumeOrderlyStatus,
+)
+from oms.consumer.pull import PullConsumer, PullResult, PullStatus
+from oms.consumer.push import PushConsumer
+from oms.consumer.selector import ExpressionType, MessageSelector
+
+__all__ = [
+    "ConsumeConcurrentlyStatus",
+    "ConsumeContext",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumerConfig",
+    "ConsumerKeys",
+    "ExpressionType",
+    "MessageModel",
+    "MessageSelector",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+]

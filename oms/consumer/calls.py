@@ -1,0 +1,270 @@
+"""The consumer RPCs of one client: receive/ack/nack/DLQ, assignments, offsets (v2) and PullBatch (orbitmq).
+
+Loop-bound; every call raises an ``OMSException`` on failure, with the broker's status code.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+import grpc.aio
+from google.protobuf import duration_pb2, timestamp_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from common.errors import Code
+from common.proto import consume_pb2, consume_pb2_grpc
+from oms.client.core import ClientCore
+from oms.client.endpoints import Endpoint
+from oms.client.rpc import check_status
+from oms.consumer.config import ConsumeFromWhere
+from oms.consumer.selector import MessageSelector
+from oms.errors import OMSResourceNotExistException, OMSRuntimeException, exception_for, from_rpc_error
+from oms.queue import MessageQueue
+
+log = logging.getLogger("oms.consumer.calls")
+
+
+def code_name(code: int) -> str:
+    try:
+        return Code(code).name
+    except ValueError:
+        return str(code)
+
+
+def duration_ms(ms: float) -> duration_pb2.Duration:
+    ms = max(0, int(ms))
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    """A queue and the broker endpoint serving it."""
+
+    queue: MessageQueue
+    endpoint: Endpoint
+
+    def to_pb(self, namespace: str) -> definition_pb2.MessageQueue:
+        return definition_pb2.MessageQueue(
+            topic=definition_pb2.Resource(name=self.queue.topic, resource_namespace=namespace),
+            id=self.queue.queue_id,
+            permission=definition_pb2.Permission.READ_WRITE,
+            broker=definition_pb2.Broker(name=self.queue.broker_name, id=0, endpoints=self.endpoint.to_pb()),
+        )
+
+
+@dataclass
+class Received:
+    """One ReceiveMessage answer: the messages, and the status when it was not OK/not found."""
+
+    messages: list[definition_pb2.Message]
+    code: int
+
+
+class ConsumerCalls:
+    def __init__(self, core: ClientCore, group: str) -> None:
+        self.core = core
+        self.group = group
+        self._consume_stubs: dict[Endpoint, tuple[grpc.aio.Channel, consume_pb2_grpc.ConsumeStub]] = {}
+
+    @property
+    def namespace(self) -> str:
+        return self.core.runtime.namespace
+
+    @property
+    def timeout_s(self) -> float:
+        return self.core.timeout_s
+
+    def _group(self) -> definition_pb2.Resource:
+        return self.core.resource(self.group)
+
+    # -- receive/ack ----------------------------------------------------------------------------------------------
+
+    async def receive(
+        self,
+        ref: QueueRef,
+        selector: MessageSelector,
+        batch: int,
+        long_polling_s: float,
+        *,
+        invisible_ms: int | None = None,
+        attempt_id: str | None = None,
+    ) -> Received:
+        """ReceiveMessage: collects the whole stream (status, messages, delivery timestamp) as the v2 clients do."""
+        request = service_pb2.ReceiveMessageRequest(
+            group=self._group(),
+            message_queue=ref.to_pb(self.namespace),
+            filter_expression=selector.to_pb(),
+            batch_size=batch,
+            auto_renew=invisible_ms is None,
+            long_polling_timeout=duration_ms(long_polling_s * 1000),
+        )
+        if invisible_ms is not None:
+            request.invisible_duration.CopyFrom(duration_ms(invisible_ms))
+        request.attempt_id = attempt_id or str(uuid.uuid4())
+        what = f"ReceiveMessage from {ref.endpoint}"
+        call = self.core.rpc.stub(ref.endpoint).ReceiveMessage(
+            request, metadata=self.core.headers.build(), timeout=long_polling_s + self.timeout_s
+        )
+        status: definition_pb2.Status | None = None
+        messages: list[definition_pb2.Message] = []
+        try:
+            async for response in call:
+                kind = response.WhichOneof("content")
+                if kind == "status":
+                    status = response.status
+                elif kind == "message":
+                    messages.append(response.message)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, what) from None
+        code = int(status.code) if status is not None else int(Code.OK if messages else Code.INTERNAL_ERROR)
+        if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.MULTIPLE_RESULTS):
+            text = status.message if status is not None else "the stream carried no status"
+            raise exception_for(code, f"{what}: {text}")
+        return Received(messages, code)
+
+    async def ack(self, endpoint: Endpoint, topic: str, entries: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+        """AckMessage for ``(message_id, receipt_handle)`` pairs of one topic; returns ``(handle, code)`` failures."""
+        request = service_pb2.AckMessageRequest(
+            group=self._group(),
+            topic=self.core.resource(topic),
+            entries=[service_pb2.AckMessageEntry(message_id=m, receipt_handle=h) for m, h in entries],
+        )
+        response = await self.core.rpc.call(endpoint, "AckMessage", request, self.timeout_s, check=False)
+        code = int(response.status.code)
+        if code == Code.OK:
+            return []
+        if code != Code.MULTIPLE_RESULTS and not response.entries:
+            check_status(response.status, f"AckMessage to {endpoint}")
+        return [(e.receipt_handle, int(e.status.code)) for e in response.entries if e.status.code != Code.OK]
+
+    async def change_invisible(
+        self, endpoint: Endpoint, topic: str, receipt_handle: str, message_id: str, delay_ms: int
+    ) -> str:
+        """ChangeInvisibleDuration: the message comes back after ``delay_ms`` with attempt + 1; the new handle."""
+        request = service_pb2.ChangeInvisibleDurationRequest(
+            group=self._group(),
+            topic=self.core.resource(topic),
+            receipt_handle=receipt_handle,
+            message_id=message_id,
+            invisible_duration=duration_ms(delay_ms),
+        )
+        response = await self.core.rpc.call(endpoint, "ChangeInvisibleDuration", request, self.timeout_s)
+        return str(response.receipt_handle)
+
+    async def forward_to_dlq(
+        self, endpoint: Endpoint, topic: str, receipt_handle: str, message_id: str, attempt: int, max_attempts: int
+    ) -> None:
+        request = service_pb2.ForwardMessageToDeadLetterQueueRequest(
+            group=self._group(),
+            topic=self.core.resource(topic),
+            receipt_handle=receipt_handle,
+            message_id=message_id,
+            delivery_attempt=attempt,
+            max_delivery_attempts=max_attempts,
+        )
+        await self.core.rpc.call(endpoint, "ForwardMessageToDeadLetterQueue", request, self.timeout_s)
+
+    async def query_assignment(self, topic: str, endpoint: Endpoint) -> list[definition_pb2.Assignment]:
+        request = service_pb2.QueryAssignmentRequest(
+            topic=self.core.resource(topic), group=self._group(), endpoints=endpoint.to_pb()
+        )
+        response = await self.core.rpc.call(endpoint, "QueryAssignment", request, self.timeout_s)
+        return list(response.assignments)
+
+    # -- offsets --------------------------------------------------------------------------------------------------
+
+    async def get_offset(self, ref: QueueRef) -> int | None:
+        """The group's committed offset, None when it never committed one (OFFSET_NOT_FOUND)."""
+        request = service_pb2.GetOffsetRequest(group=self._group(), message_queue=ref.to_pb(self.namespace))
+        try:
+            response = await self.core.rpc.call(ref.endpoint, "GetOffset", request, self.timeout_s)
+        except OMSResourceNotExistException as exc:
+            if exc.code == Code.OFFSET_NOT_FOUND:
+                return None
+            raise
+        return int(response.offset)
+
+    async def update_offset(self, ref: QueueRef, offset: int) -> None:
+        request = service_pb2.UpdateOffsetRequest(
+            group=self._group(), message_queue=ref.to_pb(self.namespace), offset=offset
+        )
+        await self.core.rpc.call(ref.endpoint, "UpdateOffset", request, self.timeout_s)
+
+    async def query_offset(self, ref: QueueRef, policy: int, timestamp_ms: int | None = None) -> int:
+        """QueryOffset: BEGINNING, END, or the first offset stored at/after ``timestamp_ms``."""
+        request = service_pb2.QueryOffsetRequest(message_queue=ref.to_pb(self.namespace), query_offset_policy=policy)
+        if timestamp_ms is not None:
+            request.timestamp.CopyFrom(
+                timestamp_pb2.Timestamp(seconds=timestamp_ms // 1000, nanos=(timestamp_ms % 1000) * 1_000_000)
+            )
+        response = await self.core.rpc.call(ref.endpoint, "QueryOffset", request, self.timeout_s)
+        return int(response.offset)
+
+    async def start_offset(self, ref: QueueRef, where: ConsumeFromWhere, timestamp_ms: int) -> int:
+        """Where a group without an offset starts on ``ref`` (``consume_from_where``)."""
+        policy = definition_pb2.QueryOffsetPolicy
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return await self.query_offset(ref, policy.BEGINNING)
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            return await self.query_offset(ref, policy.TIMESTAMP, timestamp_ms)
+        return await self.query_offset(ref, policy.END)
+
+    # -- batched pull ---------------------------------------------------------------------------------------------
+
+    def _consume_stub(self, endpoint: Endpoint) -> consume_pb2_grpc.ConsumeStub:
+        pool = self.core.runtime.pool
+        pool.stub(endpoint)  # makes sure the shared channel of this endpoint exists
+        # PullBatch rides on the access point's channel to the broker (same port as v2): no second connection
+        channel = pool._channels[endpoint][0]
+        cached = self._consume_stubs.get(endpoint)
+        if cached is None or cached[0] is not channel:
+            cached = self._consume_stubs[endpoint] = (channel, consume_pb2_grpc.ConsumeStub(channel))
+        return cached[1]
+
+    async def pull_batch(
+        self,
+        ref: QueueRef,
+        offset: int,
+        max_messages: int,
+        long_polling_ms: int,
+        selector: MessageSelector | None = None,
+        max_bytes: int = 0,
+    ) -> consume_pb2.PullBatchResponse:
+        """Records from ``offset`` on; OK and MESSAGE_NOT_FOUND return, other statuses raise (ILLEGAL_OFFSET...)."""
+        filter_type, expression = selector.pull_filter() if selector is not None else ("", "")
+        request = consume_pb2.PullBatchRequest(
+            group=self.group,
+            topic=ref.queue.topic,
+            queue_id=ref.queue.queue_id,
+            offset=offset,
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            long_polling_ms=long_polling_ms,
+            filter_type=filter_type,
+            filter_expression=expression,
+        )
+        what = f"PullBatch from {ref.endpoint}"
+        try:
+            response: consume_pb2.PullBatchResponse = await self._consume_stub(ref.endpoint).PullBatch(
+                request, metadata=self.core.headers.build(), timeout=long_polling_ms / 1000 + self.timeout_s
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, what) from None
+        code = int(response.status.code)
+        if code in (Code.OK, Code.MESSAGE_NOT_FOUND):
+            return response
+        if code == 0:
+            raise exception_for(Code.INTERNAL_ERROR, f"{what}: the response carries no status")
+        raise PullBatchError(code, f"{what}: {response.status.message}", response)
+
+
+class PullBatchError(OMSRuntimeException):
+    """A PullBatch answered with an error status; ``response`` holds min/max/next offsets (ILLEGAL_OFFSET)."""
+
+    def __init__(self, code: int, message: str, response: consume_pb2.PullBatchResponse) -> None:
+        super().__init__(code, message)
+        self.response = response

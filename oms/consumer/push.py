@@ -1,0 +1,249 @@
+"""The OMS ``PushConsumer``: ``attach_queue(topic, listener, expression)``, then messages arrive on listener threads.
+
+CLUSTERING runs on receive/ack (``clustering.py``), BROADCASTING on offset pulls with local offsets
+(``broadcasting.py``); orderly consumption needs a FIFO group in clustering mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rocketmq.grpc_protocol import definition_pb2
+
+from oms.client.core import ClientCore
+from oms.consumer.base import START_TIMEOUT_S, ConsumerBase
+from oms.consumer.broadcasting import BroadcastEngine
+from oms.consumer.clustering import ReceiveEngine, ServerPolicy
+from oms.consumer.config import ConsumerKeys, MessageModel
+from oms.consumer.engine import EngineStats, Subscription
+from oms.consumer.listener import ListenerAdapter
+from oms.consumer.offset_store import LocalFileOffsetStore
+from oms.consumer.selector import MessageSelector
+from oms.errors import OMSException, OMSIllegalStateException
+from oms.keyvalue import KeyValue
+from oms.queue import MessageQueue
+
+if TYPE_CHECKING:
+    from oms.access_point import MessagingAccessPoint
+
+F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger("oms.consumer.push")
+
+SETTINGS_WAIT_S = 10.0  # the official push consumer waits as long for the broker's answer to its Settings
+
+
+class PushConsumer(ConsumerBase):
+    """Created by ``MessagingAccessPoint.create_push_consumer(consumer_id=...)``; not started."""
+
+    CLIENT_TYPE = definition_pb2.ClientType.PUSH_CONSUMER
+    KIND = "push consumer"
+
+    def __init__(self, access_point: MessagingAccessPoint, attributes: KeyValue) -> None:
+        super().__init__(access_point, attributes)
+        self._subs: dict[str, Subscription] = {}  # replaced, never mutated: the loop reads it without a lock
+        self._engine: ReceiveEngine | BroadcastEngine | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending_pause: tuple[bool, float | None] = (False, None)  # suspend() before startup: (paused, timeout)
+        self.policy = ServerPolicy()
+
+    # -- subscriptions ------------------------------------------------------------------------------------------
+
+    def attach_queue(
+        self,
+        topic: str,
+        listener: Any,
+        expression: str | MessageSelector | Mapping[str, Any] | None = "*",
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        expression_type: str | None = None,
+        batch: bool | None = None,
+    ) -> PushConsumer:
+        """Subscribe ``topic``: ``expression`` is a tag expression (``"*"``, ``"TagA || TagB"``), a
+        ``MessageSelector.by_sql(...)``, or SQL92 text with ``expression_type="SQL92"``.
+
+        ``listener`` is a callable ``(message, context)`` or an object with ``on_received(message, context)``; with
+        ``batch=True`` (or an ``on_received_batch`` method) it gets lists of up to ``consume_message_batch_max_size``
+        messages. OMS Java's ``attach_queue(queue, listener, attributes)`` also works (a mapping in third place).
+        """
+        if isinstance(expression, Mapping):
+            attributes, expression = expression, None
+        if attributes:
+            kv = KeyValue(attributes)
+            expression = expression or kv.get_string("rmq.expression") or kv.get_string("EXPRESSION")
+            expression_type = expression_type or kv.get_string("rmq.expression.type")
+        selector = MessageSelector.of(expression if expression is not None else "*", expression_type)
+        sub = Subscription(topic, selector, ListenerAdapter(listener, batch))
+        self._selectors = {**self._selectors, topic: selector}
+        self._subs = {**self._subs, topic: sub}
+        self._subscriptions_changed(topic)
+        return self
+
+    def listener(
+        self, topic: str, expression: str | MessageSelector = "*", *, expression_type: str | None = None
+    ) -> Callable[[F], F]:
+        """Decorator form: ``@consumer.listener("TopicA", "TagA || TagB")`` over ``def on(message, context)``."""
+
+        def register(fn: F) -> F:
+            self.attach_queue(topic, fn, expression, expression_type=expression_type)
+            return fn
+
+        return register
+
+    def detach_queue(self, topic: str) -> PushConsumer:
+        if topic in self._subs:
+            self._subs = {t: s for t, s in self._subs.items() if t != topic}
+            self._selectors = {t: s for t, s in self._selectors.items() if t != topic}
+            self._subscriptions_changed(None)
+        return self
+
+    def subscriptions(self) -> dict[str, Subscription]:
+        return self._subs
+
+    def _subscriptions_changed(self, new_topic: str | None) -> None:
+        core = self._core
+        if core is None or self._closed:
+            return
+        self._run(self._resubscribe(core, new_topic), self.config.timeout_s)
+
+    async def _resubscribe(self, core: ClientCore, new_topic: str | None) -> None:
+        if new_topic is not None:
+            await core.routes.get(new_topic)
+            if isinstance(self._engine, ReceiveEngine):
+                await self._apply_consume_from(core, [new_topic])
+        await self._sync_settings(core)
+        if self._engine is not None:
+            self._engine.kick()
+
+    # -- suspend / resume ---------------------------------------------------------------------------------------
+
+    def suspend(self, timeout: float | None = None) -> None:
+        """Stop fetching messages (listeners finish what they hold); resume after ``timeout`` seconds if given."""
+        engine, core = self._engine, self._core
+        if engine is None or core is None:
+            self._pending_pause = (True, timeout)
+            return
+        core.runtime.loop.loop.call_soon_threadsafe(engine.pause, timeout)
+
+    def resume(self) -> None:
+        engine, core = self._engine, self._core
+        if engine is None or core is None:
+            self._pending_pause = (False, None)
+            return
+        core.runtime.loop.loop.call_soon_threadsafe(engine.resume)
+
+    @property
+    def is_suspended(self) -> bool:
+        engine = self._engine
+        return engine.paused if engine is not None else self._pending_pause[0]
+
+    # -- state for callers --------------------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> EngineStats:
+        """Counters: received, consumed_ok/failed, acked, retried, dead_lettered, dropped, flow_controlled."""
+        engine = self._engine
+        return engine.stats if engine is not None else EngineStats()
+
+    @property
+    def message_model(self) -> MessageModel:
+        return self.config.message_model
+
+    def assignments(self) -> list[MessageQueue]:
+        """The queues this consumer receives from now (clustering: ``queue_id`` -1 = every queue of a broker)."""
+        engine = self._engine
+        return engine.assignments if engine is not None else []
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def _started(self, core: ClientCore) -> None:
+        assert self._calls is not None
+        cfg = self.config
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=cfg.consume_thread_nums, thread_name_prefix=f"oms-consumer-{id(self):x}"
+        )
+        hooks_args = (cfg, self.subscriptions, self._pool, self._hooks)
+        engine: ReceiveEngine | BroadcastEngine
+        if cfg.message_model is MessageModel.BROADCASTING:
+            store = LocalFileOffsetStore(cfg.offset_store_dir, cfg.instance_name, cfg.group)
+            engine = BroadcastEngine(*hooks_args, core, self._calls, store)
+        else:
+            self.policy = await self._server_policy(core)
+            if cfg.orderly and not self.policy.fifo:
+                raise OMSIllegalStateException(
+                    f"orderly consumption in CLUSTERING mode needs a FIFO group: group {cfg.group!r} is not "
+                    "consume_message_orderly on the broker (mqadmin updateSubGroup -g <group> -o true), or use "
+                    f"{ConsumerKeys.MESSAGE_MODEL}=BROADCASTING"
+                )
+            await self._apply_consume_from(core, list(self._subs))
+            engine = ReceiveEngine(*hooks_args, core, self._calls, self.policy)
+        if self._pending_pause[0]:
+            engine.pause(self._pending_pause[1])
+        self._engine = engine
+        try:
+            await engine.start()
+        except BaseException:
+            await engine.stop(0)
+            raise
+
+    async def _server_policy(self, core: ClientCore) -> ServerPolicy:
+        """The group's FIFO flag, retry ladder and long polling, from the brokers' answers to our Settings."""
+        sessions = [s for e in sorted(core.routes.endpoints(), key=str) if (s := core.telemetry(e)) is not None]
+        for session in sessions:
+            try:
+                await asyncio.wait_for(session.settings_received.wait(), SETTINGS_WAIT_S)
+            except TimeoutError:
+                log.warning("no Settings answer from %s within %.0fs", session.endpoint, SETTINGS_WAIT_S)
+                continue
+            return ServerPolicy.from_settings(session.server_settings)
+        if sessions:
+            log.warning("no broker answered the Settings of %s: default retry policy, not FIFO", self.config.group)
+        return ServerPolicy()
+
+    async def _apply_consume_from(self, core: ClientCore, topics: list[str]) -> None:
+        """A queue the group never consumed starts where ``consume_from_where`` says (the broker's offset wins).
+
+        The broker starts a receive/ack group at its committed offset; for a new group the client commits the
+        chosen start first (QueryOffset, then UpdateOffset).
+        """
+        assert self._calls is not None
+        cfg = self.config
+        for topic in topics:
+            for ref in await self._readable_queues(core, topic):
+                try:
+                    if await self._calls.get_offset(ref) is not None:
+                        continue
+                    offset = await self._calls.start_offset(ref, cfg.consume_from_where, cfg.consume_timestamp_ms)
+                    await self._calls.update_offset(ref, offset)
+                    log.info("%s starts %s at %d (%s)", cfg.group, ref.queue, offset, cfg.consume_from_where.value)
+                except OMSException as exc:  # the broker's default (first message) applies then
+                    log.warning("start position of %s on %s not set: %s", cfg.group, ref.queue, exc)
+
+    def _stop_timeout(self) -> float:
+        return self.config.await_termination_s + START_TIMEOUT_S
+
+    async def _stopping(self) -> None:
+        engine = self._engine
+        if engine is not None:
+            await engine.stop(self.config.await_termination_s)
+
+    def _after_stop(self) -> None:
+        pool = self._pool
+        if pool is not None:
+            # from one of its own threads (a listener shutting the consumer down) it cannot wait for itself
+            own = threading.current_thread().name.startswith(f"oms-consumer-{id(self):x}")
+            pool.shutdown(wait=not own, cancel_futures=True)
+
+    def startup(self) -> PushConsumer:
+        if not self._subs:
+            log.info("push consumer %s starts with no attached queue", self.config.group)
+        super().startup()
+        return self
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        return f"PushConsumer(group={cfg.group!r}, model={cfg.message_model.value}, topics={sorted(self._subs)})"

@@ -54,6 +54,7 @@ class ServerPolicy:
     long_polling_s: float = DEFAULT_LONG_POLLING_TIMEOUT_S
     backoff_ms: tuple[int, ...] = tuple(s * 1000 for s in CONSUMER_BACKOFF_S)
     max_attempts: int = 17
+    known: bool = False  # False: no broker answered yet (defaults)
 
     @classmethod
     def from_settings(cls, settings: definition_pb2.Settings | None) -> ServerPolicy:
@@ -70,6 +71,7 @@ class ServerPolicy:
             long_polling_s=polling_s if polling_s > 0 else DEFAULT_LONG_POLLING_TIMEOUT_S,
             backoff_ms=backoff,
             max_attempts=int(policy.max_attempts) or 17,
+            known=True,
         )
 
 
@@ -108,13 +110,18 @@ class ReceiveEngine(EngineBase):
         super().__init__(config, subscriptions, pool, hooks)
         self.core = core
         self.calls = calls
-        self.policy = policy
-        self.fifo = policy.fifo
         self._assigned: dict[QueueRef, Assigned] = {}
         self._released: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self.apply_policy(policy)
+
+    def apply_policy(self, policy: ServerPolicy) -> None:
         cfg = self.config
+        self.policy = policy
+        self.fifo = policy.fifo
         self.long_polling_s = cfg.long_polling_ms / 1000 if cfg.long_polling_ms else policy.long_polling_s
         self.backoff_ms = cfg.retry_backoff_ms or policy.backoff_ms
+        # the broker dead-letters after the group's max attempts anyway; forwarding at once saves the last backoff
+        self.max_attempts = min(policy.max_attempts, cfg.max_reconsume_times + 1)
 
     @property
     def assignments(self) -> list[MessageQueue]:
@@ -257,7 +264,7 @@ class ReceiveEngine(EngineBase):
         return ladder[min(attempt, len(ladder)) - 1]
 
     async def _retry_later(self, d: Delivered, context: ConsumeContext) -> None:
-        if context.delay_level_when_next_consume < 0 or d.attempt > self.config.max_reconsume_times:
+        if context.delay_level_when_next_consume < 0 or d.attempt >= self.max_attempts:
             await self._dead_letter(d)
             return
         delay = self._delay_ms(d.attempt, context)
@@ -271,7 +278,7 @@ class ReceiveEngine(EngineBase):
         return call
 
     async def _dead_letter(self, d: Delivered) -> None:
-        max_attempts = self.config.max_reconsume_times + 1
+        max_attempts = self.max_attempts
         if await self._settle(
             lambda: self.calls.forward_to_dlq(d.endpoint, d.topic, d.handle, d.message_id, d.attempt, max_attempts),
             f"dead-lettering of {d.message_id}",
@@ -349,7 +356,7 @@ class ReceiveEngine(EngineBase):
                 continue
             self.stats.consumed_failed += 1
             failing = items[i]
-            if failing.attempt > self.config.max_reconsume_times:
+            if failing.attempt >= self.max_attempts:
                 await self._dead_letter(failing)  # RocketMQ orderly: past max reconsume times, the DLQ; then go on
                 i += 1
                 continue

@@ -103,6 +103,8 @@ _ALIASES: Final[dict[str, str]] = {
     "group": NonStandardKeys.CONSUMER_GROUP,
     "consumer_group": NonStandardKeys.CONSUMER_GROUP,
     "batch_size": ConsumerKeys.CONSUME_MESSAGE_BATCH_MAX_SIZE,
+    "retry_backoff_ms": ConsumerKeys.RETRY_BACKOFF_MS,
+    "await_termination_millis": ConsumerKeys.AWAIT_TERMINATION_MILLIS,
 }
 
 
@@ -121,7 +123,13 @@ CONSUMER_KWARG_KEYS: Final[dict[str, str]] = _kwarg_keys()
 def consumer_key(name: str) -> str:
     """The attribute key of a keyword argument (``consume_thread_nums=`` -> ``rmq.consume.thread.nums``)."""
     key = CONSUMER_KWARG_KEYS.get(name)
-    return key if key is not None else attribute_key(name)
+    if key is not None:
+        return key
+    try:
+        return attribute_key(name)
+    except TypeError:
+        known = ", ".join(sorted(CONSUMER_KWARG_KEYS))
+        raise TypeError(f"unknown consumer keyword {name!r}; consumer keywords: {known}") from None
 
 
 def _value(value: Any) -> Any:

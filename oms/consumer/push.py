@@ -78,9 +78,15 @@ class PushConsumer(ConsumerBase):
             expression_type = expression_type or kv.get_string("rmq.expression.type")
         selector = MessageSelector.of(expression if expression is not None else "*", expression_type)
         sub = Subscription(topic, selector, ListenerAdapter(listener, batch))
+        previous = self._subs.get(topic)
         self._selectors = {**self._selectors, topic: selector}
         self._subs = {**self._subs, topic: sub}
-        self._subscriptions_changed(topic)
+        try:
+            self._subscriptions_changed(topic)
+        except BaseException:
+            if previous is None:
+                self.detach_queue(topic)  # a topic that cannot be consumed is not left half attached
+            raise
         return self
 
     def listener(
@@ -114,6 +120,7 @@ class PushConsumer(ConsumerBase):
         if new_topic is not None:
             await core.routes.get(new_topic)
             if isinstance(self._engine, ReceiveEngine):
+                await self._ensure_policy(core)
                 await self._apply_consume_from(core, [new_topic])
         await self._sync_settings(core)
         if self._engine is not None:
@@ -172,13 +179,7 @@ class PushConsumer(ConsumerBase):
             store = LocalFileOffsetStore(cfg.offset_store_dir, cfg.instance_name, cfg.group)
             engine = BroadcastEngine(*hooks_args, core, self._calls, store)
         else:
-            self.policy = await self._server_policy(core)
-            if cfg.orderly and not self.policy.fifo:
-                raise OMSIllegalStateException(
-                    f"orderly consumption in CLUSTERING mode needs a FIFO group: group {cfg.group!r} is not "
-                    "consume_message_orderly on the broker (mqadmin updateSubGroup -g <group> -o true), or use "
-                    f"{ConsumerKeys.MESSAGE_MODEL}=BROADCASTING"
-                )
+            await self._ensure_policy(core)
             await self._apply_consume_from(core, list(self._subs))
             engine = ReceiveEngine(*hooks_args, core, self._calls, self.policy)
         if self._pending_pause[0]:
@@ -189,6 +190,21 @@ class PushConsumer(ConsumerBase):
         except BaseException:
             await engine.stop(0)
             raise
+
+    async def _ensure_policy(self, core: ClientCore) -> None:
+        """Learn the group's policy from the first broker that answers (again while none has)."""
+        if self.policy.known:
+            return
+        self.policy = await self._server_policy(core)
+        if isinstance(self._engine, ReceiveEngine):
+            self._engine.apply_policy(self.policy)
+        cfg = self.config
+        if cfg.orderly and self.policy.known and not self.policy.fifo:
+            raise OMSIllegalStateException(
+                f"orderly consumption in CLUSTERING mode needs a FIFO group: group {cfg.group!r} is not "
+                "consume_message_orderly on the broker (mqadmin updateSubGroup -g <group> -o true), or use "
+                f"{ConsumerKeys.MESSAGE_MODEL}=BROADCASTING"
+            )
 
     async def _server_policy(self, core: ClientCore) -> ServerPolicy:
         """The group's FIFO flag, retry ladder and long polling, from the brokers' answers to our Settings."""

@@ -238,3 +238,22 @@ class ConsumerBase:
         raise OMSResourceNotExistException(
             Code.NOT_FOUND, f"broker {queue.broker_name!r} serves no queue of topic {queue.topic!r}"
         )
+
+    async def _apply_consume_from(self, core: ClientCore, topics: list[str]) -> None:
+        """A queue the group never consumed starts where ``consume_from_where`` says (the broker's offset wins).
+
+        The broker starts a receive/ack group at its committed offset; for a new group the client commits the
+        chosen start first (QueryOffset, then UpdateOffset).
+        """
+        assert self._calls is not None
+        cfg = self.config
+        for topic in topics:
+            for ref in await self._readable_queues(core, topic):
+                try:
+                    if await self._calls.get_offset(ref) is not None:
+                        continue
+                    offset = await self._calls.start_offset(ref, cfg.consume_from_where, cfg.consume_timestamp_ms)
+                    await self._calls.update_offset(ref, offset)
+                    log.info("%s starts %s at %d (%s)", cfg.group, ref.queue, offset, cfg.consume_from_where.value)
+                except OMSException as exc:  # the broker's default (first message) applies then
+                    log.warning("start position of %s on %s not set: %s", cfg.group, ref.queue, exc)

@@ -110,7 +110,10 @@ class PullConsumer(ConsumerBase):
         *,
         expression_type: str | None = None,
     ) -> PullConsumer:
-        """Receive from ``topic`` with ``receive()`` (tag expression, or SQL92 with ``expression_type``)."""
+        """Receive from ``topic`` with ``receive()`` (tag expression, or SQL92 with ``expression_type``).
+
+        A group that never consumed the topic starts where ``consume_from_where`` says (default: its end).
+        """
         if isinstance(expression, Mapping):
             attributes, expression = expression, None
         if attributes:
@@ -132,7 +135,11 @@ class PullConsumer(ConsumerBase):
 
     async def _resubscribe(self, core: ClientCore, topic: str) -> None:
         await core.routes.get(topic)
+        await self._apply_consume_from(core, [topic])
         await self._sync_settings(core)
+
+    async def _started(self, core: ClientCore) -> None:
+        await self._apply_consume_from(core, sorted(self._selectors))
 
     # -- receive / ack ------------------------------------------------------------------------------------------
 

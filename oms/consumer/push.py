@@ -24,7 +24,7 @@ from oms.consumer.engine import EngineStats, Subscription
 from oms.consumer.listener import ListenerAdapter
 from oms.consumer.offset_store import LocalFileOffsetStore
 from oms.consumer.selector import MessageSelector
-from oms.errors import OMSException, OMSIllegalStateException
+from oms.errors import OMSIllegalStateException
 from oms.keyvalue import KeyValue
 from oms.queue import MessageQueue
 
@@ -219,25 +219,6 @@ class PushConsumer(ConsumerBase):
         if sessions:
             log.warning("no broker answered the Settings of %s: default retry policy, not FIFO", self.config.group)
         return ServerPolicy()
-
-    async def _apply_consume_from(self, core: ClientCore, topics: list[str]) -> None:
-        """A queue the group never consumed starts where ``consume_from_where`` says (the broker's offset wins).
-
-        The broker starts a receive/ack group at its committed offset; for a new group the client commits the
-        chosen start first (QueryOffset, then UpdateOffset).
-        """
-        assert self._calls is not None
-        cfg = self.config
-        for topic in topics:
-            for ref in await self._readable_queues(core, topic):
-                try:
-                    if await self._calls.get_offset(ref) is not None:
-                        continue
-                    offset = await self._calls.start_offset(ref, cfg.consume_from_where, cfg.consume_timestamp_ms)
-                    await self._calls.update_offset(ref, offset)
-                    log.info("%s starts %s at %d (%s)", cfg.group, ref.queue, offset, cfg.consume_from_where.value)
-                except OMSException as exc:  # the broker's default (first message) applies then
-                    log.warning("start position of %s on %s not set: %s", cfg.group, ref.queue, exc)
 
     def _stop_timeout(self) -> float:
         return self.config.await_termination_s + START_TIMEOUT_S

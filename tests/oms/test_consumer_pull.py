@@ -1,0 +1,127 @@
+"""The oms pull consumer against a real broker: receive/ack/nack, and the queue-level API a stream processor
+drives (queues, pull at offsets with PullBatch, commit/committed, offsets by time, long polling)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+import oms
+from common.errors import Code
+
+
+@pytest.fixture
+def pull_consumer(access_point):
+    with access_point.create_pull_consumer(consumer_id="GPullQueues", operation_timeout=5000) as pc:
+        yield pc
+
+
+@pytest.mark.timeout(60)
+def test_receive_ack_by_message_handle_or_id_and_nack(access_point, producer):
+    big = os.urandom(2000) * 4  # compressible, > 4 KiB: travels zlib-compressed with body_encoding GZIP
+    bodies = [b"r0", b"r1", b"r2", b"r3", big]
+    for body in bodies:
+        producer.send(oms.BytesMessage(body, "OmsPullRecv"))
+    with access_point.create_pull_consumer(consumer_id="GPullRecv", consume_from_where="first") as pc:
+        pc.attach_queue("OmsPullRecv")
+        got = [pc.receive(5) for _ in range(5)]
+        assert all(m is not None for m in got)
+        received = {m.body: m for m in got if m is not None}
+        assert sorted(received) == sorted(bodies), "a compressed body comes back as sent"
+        assert all(m.receipt_handle and m.reconsume_times == 0 for m in received.values())
+        pc.ack(received[b"r0"])
+        pc.ack(received[b"r1"].receipt_handle or "")
+        pc.ack(received[b"r2"].message_id or "")  # RocketMQ's OMS acked by message id
+        pc.ack(received[big])
+        pc.nack(received[b"r3"])  # back at once, one more delivery counted
+        again = pc.receive(5)
+        assert again is not None and again.body == b"r3" and again.reconsume_times == 1
+        pc.ack(again)
+        assert pc.receive({"TIMEOUT": 300}) is None
+        with pytest.raises(oms.OMSRuntimeException) as info:
+            pc.ack(received[b"r0"])
+        assert info.value.code == Code.INVALID_RECEIPT_HANDLE
+        producer.send_batch([oms.BytesMessage(f"i{i}", "OmsPullRecv") for i in range(3)])
+        drained = list(pc.iter(timeout=1.0))
+        assert sorted(m.get_body(str) for m in drained) == ["i0", "i1", "i2"]
+        for m in drained:
+            pc.ack(m)
+
+
+@pytest.mark.timeout(60)
+def test_queue_level_pull_commit_and_offsets(producer, pull_consumer):
+    topic = "OmsPullQueues"
+    before = int(time.time() * 1000) - 1
+    big = os.urandom(1500) * 4
+    for i in range(40):  # one by one: the broker spreads single sends over the queues
+        producer.send(oms.BytesMessage(f"q{i}", topic, tags="TagA" if i % 2 else "TagB"))
+    producer.send(oms.BytesMessage(big, topic, tags="Big"))
+    pc = pull_consumer
+    queues = pc.queues(topic)
+    assert [q.queue_id for q in queues] == [0, 1, 2, 3] and {q.broker_name for q in queues} == {"broker-1"}
+    seen: list[bytes] = []
+    for q in queues:
+        latest = pc.latest_offset(q)
+        assert pc.earliest_offset(q) == 0 and latest > 0
+        everything = pc.pull(q, 0, 100)
+        assert everything.status is oms.PullStatus.FOUND and everything.next_offset == latest
+        assert [m.queue_offset for m in everything] == list(range(latest))
+        assert all(m.queue_id == q.queue_id and m.destination == topic for m in everything)
+        seen.extend(m.body for m in everything)
+        middle = pc.pull(q, 2, 3)
+        assert [m.queue_offset for m in middle] == [2, 3, 4] and middle.next_offset == 5
+        tagged = pc.pull(q, 0, 100, expression="TagA")
+        assert all(m.tags == "TagA" for m in tagged) and tagged.next_offset == latest
+        assert pc.pull(q, latest, 10).status is oms.PullStatus.NO_NEW_MSG
+        illegal = pc.pull(q, latest + 5, 10)
+        assert illegal.status is oms.PullStatus.OFFSET_ILLEGAL and illegal.next_offset == latest
+        assert pc.offset_for_time(q, before) == 0
+        assert pc.offset_for_time(q, int(time.time() * 1000) + 3_600_000) == latest
+    assert sorted(seen) == sorted([f"q{i}".encode() for i in range(40)] + [big])
+    q0, q1 = queues[0], queues[1]
+    assert pc.committed(q0) is None
+    pc.commit(q0, 3)
+    assert pc.committed(q0) == 3 and pc.committed(q1) is None
+
+
+@pytest.mark.timeout(30)
+def test_pull_long_polls_at_the_end_of_a_queue(producer, pull_consumer):
+    topic = "OmsPullLongPoll"
+    producer.send(oms.BytesMessage(b"first", topic))
+    pc = pull_consumer
+    queues = pc.queues(topic)
+    ends = {q: pc.latest_offset(q) for q in queues}
+    started = time.monotonic()
+    empty = pc.pull(queues[0], ends[queues[0]], 10, timeout=0.5)
+    assert empty.status is oms.PullStatus.NO_NEW_MSG and 0.4 < time.monotonic() - started < 3
+
+    def later() -> None:
+        time.sleep(0.3)
+        for i in range(len(queues)):  # one per queue
+            producer.send(oms.BytesMessage(f"late{i}", topic))
+
+    sender = threading.Thread(target=later)
+    sender.start()
+    started = time.monotonic()
+    result = pc.pull(queues[0], ends[queues[0]], 10, timeout=5)
+    sender.join(10)
+    assert result.status is oms.PullStatus.FOUND and time.monotonic() - started < 4
+    assert result.messages[0].get_body(str).startswith("late")
+
+
+@pytest.mark.timeout(30)
+def test_pull_consumer_errors_and_lifecycle(access_point):
+    pc = access_point.create_pull_consumer(consumer_id="GPullLife")
+    with pytest.raises(oms.OMSIllegalStateException):
+        pc.queues("OmsPullLife")
+    with pc:
+        with pytest.raises(oms.OMSRuntimeException, match="no topic attached"):
+            pc.receive(0)
+        with pytest.raises(oms.OMSResourceNotExistException):
+            pc.pull(oms.MessageQueue("OmsPullLife", "no-such-broker", 0), 0)
+    assert not pc.is_running
+    with pytest.raises(oms.OMSMessageFormatException):
+        access_point.create_pull_consumer()  # a consumer needs a group

@@ -43,7 +43,8 @@ from oms.queue import MessageQueue
 log = logging.getLogger("oms.consumer.clustering")
 
 SETTLE_ATTEMPTS = 3  # ack/nack tries before giving up (the message then comes back after its invisible time)
-RELEASED_MEMORY = 100_000  # message ids whose attempt count the client corrects (see _suspend)
+RELEASED_MEMORY = 100_000
+ACK_BATCH_MAX = 256  # entries per AckMessage  # message ids whose attempt count the client corrects (see _suspend)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,9 @@ class ReceiveEngine(EngineBase):
         self.core = core
         self.calls = calls
         self._assigned: dict[QueueRef, Assigned] = {}
+        self._ack_pending: dict[tuple[Endpoint, str], list[tuple[Delivered, asyncio.Future[None]]]] = {}
+        self._ack_flushing: set[tuple[Endpoint, str]] = set()
+        self._acking: set[asyncio.Task[object]] = set()
         self._released: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.apply_policy(policy)
 
@@ -294,11 +298,35 @@ class ReceiveEngine(EngineBase):
             )
 
     async def _ack(self, items: Sequence[Delivered]) -> None:
-        by_target: dict[tuple[Endpoint, str], list[Delivered]] = {}
+        """Ack ``items`` (returns once the broker answered); acks of concurrent batches share AckMessage calls."""
+        if not items:
+            return
+        loop = asyncio.get_running_loop()
+        waits: list[asyncio.Future[None]] = []
         for d in items:
-            by_target.setdefault((d.endpoint, d.topic), []).append(d)
-        for (endpoint, topic), ds in by_target.items():
-            await self._ack_on(endpoint, topic, ds)
+            key = (d.endpoint, d.topic)
+            done: asyncio.Future[None] = loop.create_future()
+            self._ack_pending.setdefault(key, []).append((d, done))
+            waits.append(done)
+            if key not in self._ack_flushing:
+                # one AckMessage in flight per broker and topic; what arrives meanwhile goes into the next one
+                self._ack_flushing.add(key)
+                self._spawn(self._flush_acks(key), f"ack {d.topic}", self._acking)
+        await asyncio.gather(*waits)
+
+    async def _flush_acks(self, key: tuple[Endpoint, str]) -> None:
+        try:
+            while self._ack_pending.get(key):
+                pending = self._ack_pending[key]
+                batch, pending[:] = pending[:ACK_BATCH_MAX], pending[ACK_BATCH_MAX:]
+                try:
+                    await self._ack_on(key[0], key[1], [d for d, _ in batch])
+                finally:
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_result(None)
+        finally:
+            self._ack_flushing.discard(key)
 
     async def _ack_on(self, endpoint: Endpoint, topic: str, ds: list[Delivered]) -> None:
         entries = [(d.message_id, d.handle) for d in ds]
@@ -381,4 +409,8 @@ class ReceiveEngine(EngineBase):
 
     async def stop(self, grace_s: float) -> None:
         await self.stop_tasks(grace_s)
+        if self._acking:  # acks of the batches that finished in time
+            _, pending = await asyncio.wait(set(self._acking), timeout=self.core.timeout_s)
+            for task in pending:
+                task.cancel()
         self._assigned.clear()

@@ -327,3 +327,12 @@ def test_flow_control_and_suspend_resume(access_point, producer):
         consumer.resume()
         wait_until(lambda: held.count() >= 40, what="all after resume")
     assert sorted(held.bodies) == sorted(f"f{i}" for i in range(40))
+
+
+@pytest.mark.timeout(60)
+def test_the_consumer_quick_start_in_docs_runs(shared_broker, producer, capsys):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "oms.md").read_text()
+    snippet = doc.split("## Consumers", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    producer.send(oms.BytesMessage(b"for the docs", "TopicTest", tags="TagA"))
+    exec(compile(snippet.replace("127.0.0.1:9876", shared_broker.addr), "docs/oms.md", "exec"), {})
+    assert "got " in capsys.readouterr().out

@@ -1,10 +1,26 @@
-"""Plain ACL checks with RocketMQ 4's ``PlainPermissionManager`` semantics, over v2 request headers.
+"""Plain ACL checks with RocketMQ 4's ``PlainPermissionManager`` semantics over v2 request headers.
 
-Order: a caller in ``globalWhiteRemoteAddresses`` passes without credentials; otherwise the access key must be
-known; a caller matching the account's ``whiteRemoteAddress`` is trusted (no signature, no permission check);
-otherwise the signature must verify, admin-only actions need ``admin: true``, and each resource needs its
-permission: the account's per-topic / per-group entry, else its default (``DENY`` when unset). Groups are also
-addressed through their ``%RETRY%`` topic, as RocketMQ does.
+Authentication (``authenticate``), in RocketMQ's order; any refusal is UNAUTHORIZED:
+  1. a caller in ``globalWhiteRemoteAddresses`` passes with no credentials at all (``global_white``);
+  2. otherwise the ``authorization`` header and ``x-mq-date-time`` must be present, the header well formed
+     with algorithm ``MQv2-HMAC-SHA1`` and a non-empty, known access key;
+  3. a caller matching the account's ``whiteRemoteAddress`` is trusted: no signature check and no permission
+     check (``trusted_address``). That list *grants* trust; it does not restrict where the account may connect
+     from: another address just has to sign correctly (RocketMQ 4 ``validate`` / the user guide's step 2);
+  4. otherwise the signature must verify (constant-time, no clock-skew check, as the reference proxy).
+
+Authorization (``authorize``); any refusal is FORBIDDEN naming the account, the resource and the permission:
+  - ``Action.ADMIN`` (create/delete topic or group, broker config) needs ``admin: true``; nothing else is checked;
+  - publishing to ``RMQ_SYS_TRACE_TOPIC`` is always allowed (RocketMQ skips the checks for trace data);
+  - an admin account listing no ``topicPerms`` and no ``groupPerms`` may do everything; an admin that lists any
+    is checked like everyone else (RocketMQ's ``checkPerm``: ``ownedPermMap == null && isAdmin``);
+  - the explicit ``name=PERM`` entry wins over the default; no entry means ``defaultTopicPerm`` /
+    ``defaultGroupPerm`` (DENY when unset). DENY refuses; ``PUB|SUB`` grants both; ``Action.PUB_SUB`` (route
+    queries) needs either, as RocketMQ's ``ANY``;
+  - ``%RETRY%g`` and ``%DLQ%g`` topics without their own topicPerms entry are group ``g``'s resource: its group
+    permission applies and sending to them needs SUB, as RocketMQ 4 maps a send to a retry topic (consumers put
+    messages back; groups normally hold SUB). RocketMQ maps only ``%RETRY%``; ``%DLQ%`` is mapped here too so a
+    group's members may read its dead letters.
 """
 
 from __future__ import annotations
@@ -13,14 +29,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from types import TracebackType
 
 from common.errors import Code, MQError
 from common.v2.metadata import AUTHORIZATION, DATE_TIME
 from common.v2.signature import AUTH_ALGORITHM, parse_authorization, verify
 from plugins.acl.config import Account, AclConfig, Perm, check_permission
-from plugins.acl.watcher import AclFileWatcher
+from plugins.acl.watcher import CHECK_INTERVAL_S, AclFileWatcher
 
 RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+_SHOWN = 64  # names in messages come from the caller; quote only their start
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
 
 
 class ResourceKind(StrEnum):
@@ -31,8 +55,8 @@ class ResourceKind(StrEnum):
 class Action(StrEnum):
     PUB = "PUB"
     SUB = "SUB"
-    PUB_SUB = "PUB_SUB"  # either one suffices (route queries)
-    ADMIN = "ADMIN"
+    PUB_SUB = "PUB_SUB"  # either one suffices (route queries): RocketMQ's Permission.ANY
+    ADMIN = "ADMIN"  # admin-only operations: create/update/delete topics and groups, broker config
 
 
 _NEEDED = {Action.PUB: Perm.PUB, Action.SUB: Perm.SUB, Action.PUB_SUB: Perm.ANY}
@@ -40,71 +64,133 @@ _NEEDED = {Action.PUB: Perm.PUB, Action.SUB: Perm.SUB, Action.PUB_SUB: Perm.ANY}
 
 @dataclass(frozen=True)
 class AccessContext:
-    """Who passed authentication and how."""
+    """Who passed authentication and how; hand it back to ``authorize`` for each resource of the request."""
 
-    access_key: str
-    account: Account | None = None
-    global_white: bool = False  # from a globally white-listed address, no credentials checked
-    trusted_address: bool = False  # matched the account's whiteRemoteAddress: permissions are not checked
+    access_key: str  # "" for a globally white-listed caller
+    account: Account | None = None  # the account as configured when the request was authenticated
+    global_white: bool = False  # from a globally white-listed address: no credentials, no permission checks
+    trusted_address: bool = False  # matched the account's whiteRemoteAddress: no signature, no permission checks
 
 
 class PlainAccessValidator:
+    """Authenticates v2 requests and authorizes their resources against a ``plain_acl.yml``."""
+
     def __init__(self, source: AclFileWatcher | AclConfig) -> None:
         self._source = source
 
     @classmethod
-    def from_file(cls, path: Path) -> PlainAccessValidator:
-        return cls(AclFileWatcher(path))
+    def from_file(cls, path: Path, check_interval_s: float = CHECK_INTERVAL_S) -> PlainAccessValidator:
+        """Load ``path`` (raises ``AclConfigError`` if it is unusable) and reload it when it changes."""
+        return cls(AclFileWatcher(path, check_interval_s))
 
     @property
     def config(self) -> AclConfig:
         return self._source.current() if isinstance(self._source, AclFileWatcher) else self._source
 
     def authenticate(self, headers: Mapping[str, str], remote_ip: str) -> AccessContext:
+        """Check the caller; ``headers`` are the call's lower-case gRPC metadata. Raises UNAUTHORIZED."""
         config = self.config
-        if any(p.matches(remote_ip) for p in config.global_white_remote_addresses):
+        if any(pattern.matches(remote_ip) for pattern in config.global_white_remote_addresses):
             return AccessContext("", global_white=True)
         header = headers.get(AUTHORIZATION, "")
         if not header:
-            raise MQError(Code.UNAUTHORIZED, "no credentials: the authorization header is missing")
-        parsed = parse_authorization(header)
-        if parsed.algorithm != AUTH_ALGORITHM:
-            raise MQError(Code.UNAUTHORIZED, f"authorization algorithm {parsed.algorithm!r} is not {AUTH_ALGORITHM}")
-        if not parsed.access_key:
-            raise MQError(Code.UNAUTHORIZED, "no credentials: the access key is empty")
-        account = config.accounts.get(parsed.access_key)
-        if account is None:
-            raise MQError(Code.UNAUTHORIZED, f"access key {parsed.access_key!r} is not known")
-        if account.white_remote_address.matches(remote_ip):
-            return AccessContext(account.access_key, account, trusted_address=True)
+            raise MQError(Code.UNAUTHORIZED, f"no credentials: the {AUTHORIZATION!r} header is missing")
+        # The reference requires the date before it looks at the header, even for a trusted address.
         date_time = headers.get(DATE_TIME, "")
         if not date_time:
-            raise MQError(Code.UNAUTHORIZED, f"header {DATE_TIME!r} is missing: it is what the signature signs")
+            raise MQError(Code.UNAUTHORIZED, f"the {DATE_TIME!r} header is missing: it is what the signature signs")
+        parsed = parse_authorization(header)
+        if parsed.algorithm != AUTH_ALGORITHM:
+            raise MQError(
+                Code.UNAUTHORIZED, f"authorization algorithm {_shown(parsed.algorithm)} is not {AUTH_ALGORITHM}"
+            )
+        if not parsed.access_key:
+            raise MQError(Code.UNAUTHORIZED, "no credentials: the access key is empty (the client has no credentials)")
+        account = config.accounts.get(parsed.access_key)
+        if account is None:
+            raise MQError(Code.UNAUTHORIZED, f"access key {_shown(parsed.access_key)} is not known")
+        if account.white_remote_address.matches(remote_ip):
+            return AccessContext(account.access_key, account, trusted_address=True)
         if not verify(account.secret_key, date_time, parsed.signature_hex):
-            raise MQError(Code.UNAUTHORIZED, f"signature check failed for access key {account.access_key!r}")
+            raise MQError(
+                Code.UNAUTHORIZED,
+                f"signature check failed for access key {account.access_key!r} "
+                f"(signed {DATE_TIME} {_shown(date_time)})",
+            )
         return AccessContext(account.access_key, account)
 
     def authorize(self, ctx: AccessContext, kind: ResourceKind, resource: str, action: Action) -> None:
+        """Check ``action`` on one resource for an authenticated caller. Raises FORBIDDEN."""
         if ctx.global_white or ctx.trusted_address:
             return
         account = ctx.account
+        what = f"{kind.lower()} {_shown(resource)}"
         if account is None:
-            raise MQError(Code.FORBIDDEN, f"{kind.lower()} {resource!r}: the caller is not authenticated")
+            raise MQError(Code.FORBIDDEN, f"{action.value} on {what}: the caller is not authenticated")
         if action is Action.ADMIN:
             if not account.admin:
-                raise MQError(Code.FORBIDDEN, f"account {account.access_key!r} needs admin permission for this request")
+                raise MQError(
+                    Code.FORBIDDEN,
+                    f"account {account.access_key!r} has no ADMIN permission on {what}: "
+                    "admin operations need admin: true",
+                )
             return
         needed = _NEEDED[action]
-        if kind is ResourceKind.TOPIC and resource.startswith(RETRY_PREFIX):
-            kind, resource = ResourceKind.GROUP, resource[len(RETRY_PREFIX) :]
-        if account.admin and not account.topic_perms and not account.group_perms:
-            return  # RocketMQ: an admin without explicit permissions may do everything
-        if kind is ResourceKind.GROUP:
-            owned = account.group_perms.get(resource, account.default_group_perm)
-        else:
-            owned = account.topic_perms.get(resource, account.default_topic_perm)
-        if not check_permission(needed, owned):
+        if kind is ResourceKind.TOPIC and resource == TRACE_TOPIC and needed is Perm.PUB:
+            return
+        if account.admin and not account.has_resource_perms:
+            return
+        check = _check_for(account, kind, resource, needed)
+        if not check_permission(check.needed, check.owned):
+            via = f" (through topic {_shown(resource)})" if check.name != resource else ""
             raise MQError(
                 Code.FORBIDDEN,
-                f"account {account.access_key!r} has no {action.value} permission on {kind.lower()} {resource!r}",
+                f"account {account.access_key!r} has no {check.needed.label} permission on "
+                f"{check.kind.lower()} {_shown(check.name)}{via}: {check.source} is {check.owned.label}",
             )
+
+    def close(self) -> None:
+        """Stop watching the file; the validator keeps answering with the last configuration."""
+        if isinstance(self._source, AclFileWatcher):
+            self._source.close()
+
+    def __enter__(self) -> PlainAccessValidator:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def group_of_topic(topic: str) -> str | None:
+    """The group a ``%RETRY%group`` / ``%DLQ%group`` topic belongs to, else None."""
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+        if topic.startswith(prefix) and len(topic) > len(prefix):
+            return topic[len(prefix) :]
+    return None
+
+
+@dataclass(frozen=True)
+class _Check:
+    """What one permission check compares: the resource as the ACL sees it, what it needs and what it owns."""
+
+    kind: ResourceKind
+    name: str
+    needed: Perm
+    owned: Perm
+    source: str  # where ``owned`` comes from, for the refusal message
+
+
+def _check_for(account: Account, kind: ResourceKind, resource: str, needed: Perm) -> _Check:
+    if kind is ResourceKind.GROUP:
+        if resource in account.group_perms:
+            return _Check(kind, resource, needed, account.group_perms[resource], "its groupPerms entry")
+        return _Check(kind, resource, needed, account.default_group_perm, "its defaultGroupPerm")
+    if resource in account.topic_perms:
+        return _Check(kind, resource, needed, account.topic_perms[resource], "its topicPerms entry")
+    group = group_of_topic(resource)
+    if group is not None:
+        # RocketMQ 4 checks a send to a retry topic as SUB on the group; ANY (route queries) stays ANY.
+        return _check_for(account, ResourceKind.GROUP, group, Perm.SUB if needed is Perm.PUB else needed)
+    return _Check(kind, resource, needed, account.default_topic_perm, "its defaultTopicPerm")

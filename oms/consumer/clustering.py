@@ -147,6 +147,12 @@ class ReceiveEngine(EngineBase):
 
     async def rebalance(self) -> None:
         """Ask each subscribed topic's brokers which queues this client serves now; start/stop receive loops."""
+        if not self.policy.known:  # no broker had answered our Settings at start: maybe one has by now
+            for known in sorted(self.core.routes.endpoints(), key=str):
+                session = self.core.telemetry(known)
+                if session is not None and session.server_settings is not None:
+                    self.apply_policy(ServerPolicy.from_settings(session.server_settings))
+                    break
         wanted: dict[QueueRef, None] = {}
         for topic in sorted(self._subscriptions()):
             try:

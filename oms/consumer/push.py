@@ -49,7 +49,7 @@ class PushConsumer(ConsumerBase):
         self._engine: ReceiveEngine | BroadcastEngine | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending_pause: tuple[bool, float | None] = (False, None)  # suspend() before startup: (paused, timeout)
-        self.policy = ServerPolicy()
+        self._policy = ServerPolicy()
 
     # -- subscriptions ------------------------------------------------------------------------------------------
 
@@ -114,7 +114,8 @@ class PushConsumer(ConsumerBase):
         core = self._core
         if core is None or self._closed:
             return
-        self._run(self._resubscribe(core, new_topic), self.config.timeout_s)
+        # a first topic may wait for the brokers' Settings answer (the group's policy)
+        self._run(self._resubscribe(core, new_topic), SETTINGS_WAIT_S + 2 * self.config.timeout_s)
 
     async def _resubscribe(self, core: ClientCore, new_topic: str | None) -> None:
         if new_topic is not None:
@@ -147,6 +148,12 @@ class PushConsumer(ConsumerBase):
     def is_suspended(self) -> bool:
         engine = self._engine
         return engine.paused if engine is not None else self._pending_pause[0]
+
+    @property
+    def policy(self) -> ServerPolicy:
+        """What the broker said about the group: FIFO, retry ladder, max attempts, long polling."""
+        engine = self._engine
+        return engine.policy if isinstance(engine, ReceiveEngine) else self._policy
 
     # -- state for callers --------------------------------------------------------------------------------------
 
@@ -181,7 +188,7 @@ class PushConsumer(ConsumerBase):
         else:
             await self._ensure_policy(core)
             await self._apply_consume_from(core, list(self._subs))
-            engine = ReceiveEngine(*hooks_args, core, self._calls, self.policy)
+            engine = ReceiveEngine(*hooks_args, core, self._calls, self._policy)
         if self._pending_pause[0]:
             engine.pause(self._pending_pause[1])
         self._engine = engine
@@ -195,9 +202,9 @@ class PushConsumer(ConsumerBase):
         """Learn the group's policy from the first broker that answers (again while none has)."""
         if self.policy.known:
             return
-        self.policy = await self._server_policy(core)
+        self._policy = await self._server_policy(core)
         if isinstance(self._engine, ReceiveEngine):
-            self._engine.apply_policy(self.policy)
+            self._engine.apply_policy(self._policy)
         cfg = self.config
         if cfg.orderly and self.policy.known and not self.policy.fifo:
             raise OMSIllegalStateException(
@@ -207,17 +214,23 @@ class PushConsumer(ConsumerBase):
             )
 
     async def _server_policy(self, core: ClientCore) -> ServerPolicy:
-        """The group's FIFO flag, retry ladder and long polling, from the brokers' answers to our Settings."""
+        """The group's FIFO flag, retry ladder and long polling, from the first broker answering our Settings."""
         sessions = [s for e in sorted(core.routes.endpoints(), key=str) if (s := core.telemetry(e)) is not None]
-        for session in sessions:
-            try:
-                await asyncio.wait_for(session.settings_received.wait(), SETTINGS_WAIT_S)
-            except TimeoutError:
-                log.warning("no Settings answer from %s within %.0fs", session.endpoint, SETTINGS_WAIT_S)
-                continue
-            return ServerPolicy.from_settings(session.server_settings)
-        if sessions:
-            log.warning("no broker answered the Settings of %s: default retry policy, not FIFO", self.config.group)
+        if not sessions:
+            return ServerPolicy()
+        waits = {asyncio.ensure_future(s.settings_received.wait()): s for s in sessions}
+        try:
+            done, _ = await asyncio.wait(waits, timeout=SETTINGS_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        for task in done:
+            return ServerPolicy.from_settings(waits[task].server_settings)
+        log.warning(
+            "no broker answered the Settings of %s within %.0fs: default retry policy, not FIFO",
+            self.config.group,
+            SETTINGS_WAIT_S,
+        )
         return ServerPolicy()
 
     def _stop_timeout(self) -> float:

@@ -336,3 +336,34 @@ def test_the_consumer_quick_start_in_docs_runs(shared_broker, producer, capsys):
     producer.send(oms.BytesMessage(b"for the docs", "TopicTest", tags="TagA"))
     exec(compile(snippet.replace("127.0.0.1:9876", shared_broker.addr), "docs/oms.md", "exec"), {})
     assert "got " in capsys.readouterr().out
+
+
+@pytest.mark.timeout(90)
+def test_assignments_follow_group_membership_across_two_brokers(broker_factory):
+    ns = broker_factory.namesrv()
+    brokers = [broker_factory.broker(ns, name=n) for n in ("broker-a", "broker-b")]
+    topic = "OmsPushMembers"
+    for b in brokers:
+        create_topic(b.addr, topic)
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap:
+
+        def consumer(rec: Recorder) -> oms.PushConsumer:
+            c = ap.create_push_consumer(consumer_id="GPushMembers", consume_from_where="first", rebalance_interval=300)
+            return c.attach_queue(topic, rec)
+
+        def brokers_of(c: oms.PushConsumer) -> set[str]:
+            return {q.broker_name for q in c.assignments()}
+
+        ra, rb = Recorder(), Recorder()
+        with consumer(ra) as a:
+            wait_until(lambda: brokers_of(a) == {"broker-a", "broker-b"}, what="route of both brokers")
+            with consumer(rb) as b:
+                wait_until(lambda: len(brokers_of(a)) == 1 and len(brokers_of(b)) == 1, what="one broker each")
+                assert brokers_of(a) != brokers_of(b)
+                with ap.create_producer() as p:
+                    for i in range(40):
+                        p.send(oms.BytesMessage(f"x{i}", topic))
+                wait_until(lambda: ra.count() + rb.count() >= 40, what="all messages")
+                assert ra.count() > 0 and rb.count() > 0
+            wait_until(lambda: len(brokers_of(a)) == 2, what="the remaining consumer takes both brokers again")
+        assert sorted(ra.bodies + rb.bodies) == sorted(f"x{i}" for i in range(40))

@@ -9,7 +9,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,7 @@ class EngineBase:
         self._pool = pool
         self._hooks = hooks
         self.stats = EngineStats()
+        self._loop = asyncio.get_running_loop()  # engines are created on the access point's loop
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._resume_timer: asyncio.TimerHandle | None = None
@@ -168,6 +169,14 @@ class EngineBase:
             self._pool, self._consume_blocking, topic, list(messages), queue, stop_on_failure
         )
 
+    def _run_coroutine(self, awaitable: Awaitable[object]) -> object:
+        """An ``async def`` listener runs on the access point's loop; this pool thread waits for it."""
+
+        async def run() -> object:
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
     def _consume_blocking(
         self, topic: str, messages: list[BytesMessage], queue: MessageQueue, stop_on_failure: bool
     ) -> tuple[list[bool], ConsumeContext]:
@@ -179,6 +188,8 @@ class EngineBase:
         except Exception:
             log.exception("oms_before_consume hook failed: the messages are consumed again later")
             return [False] * len(messages), ConsumeContext(queue, messages, self.config.suspend_ms)
-        oks, context = sub.listener(messages, queue, self.config.suspend_ms, self.config.auto_ack, stop_on_failure)
+        oks, context = sub.listener(
+            messages, queue, self.config.suspend_ms, self.config.auto_ack, stop_on_failure, self._run_coroutine
+        )
         self._hooks.after_consume(messages, all(oks))
         return oks, context

@@ -6,8 +6,9 @@ auto-ack); it says "again later" by a retry status, ``False``, ``context.reconsu
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -135,16 +136,27 @@ class ListenerAdapter:
         suspend_ms: int,
         auto_ack: bool,
         stop_on_failure: bool,
+        run_async: Callable[[Awaitable[object]], object] | None = None,
     ) -> tuple[list[bool], ConsumeContext]:
         """Outcomes per message, and the (last failed) context: its delay level / suspend time steer the retry.
 
         A per-message listener is called once per message; with ``stop_on_failure`` (orderly) the messages after a
-        failure are not offered and count as failed, since they must not overtake it.
+        failure are not offered and count as failed, since they must not overtake it. An ``async def`` listener's
+        coroutine is run by ``run_async`` (on the access point's loop) and its result read the same way.
         """
+
+        def call(arg: Any, context: ConsumeContext) -> object:
+            result = self._fn(arg, context)
+            if inspect.isawaitable(result):
+                if run_async is None:
+                    raise TypeError("an async listener needs an event loop to run on")
+                result = run_async(result)
+            return result
+
         if self.batch:
             context = ConsumeContext(queue, messages, suspend_ms)
             try:
-                ok = outcome(self._fn(list(messages), context), context, auto_ack)
+                ok = outcome(call(list(messages), context), context, auto_ack)
             except Exception:
                 log.exception("listener failed on %d message(s) of %s: reconsume later", len(messages), queue)
                 ok = False
@@ -155,7 +167,7 @@ class ListenerAdapter:
         for i, message in enumerate(messages):
             context = ConsumeContext(queue, [message], suspend_ms)
             try:
-                ok = outcome(self._fn(message, context), context, auto_ack)
+                ok = outcome(call(message, context), context, auto_ack)
             except Exception:
                 log.exception("listener failed on message %s of %s: reconsume later", message.message_id, queue)
                 ok = False

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from oms.queue import MessageQueue
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint
+    from oms.consumer.aio import AsyncPullConsumer
 
 log = logging.getLogger("oms.consumer.pull")
 
@@ -163,18 +164,28 @@ class PullConsumer(ConsumerBase):
     def batch_receive(
         self, max_messages: int = MAX_RECEIVE_BATCH, timeout: float | Mapping[str, Any] | None = None
     ) -> list[BytesMessage]:
+        wait_s, cached = self._receive_plan(max_messages, timeout)
+        if cached:
+            return cached
+        fetched = self._run(self._fetch(max_messages, wait_s), wait_s + self.config.timeout_s)
+        return self._after_fetch(fetched, max_messages)
+
+    def _receive_plan(
+        self, max_messages: int, timeout: float | Mapping[str, Any] | None
+    ) -> tuple[float, list[BytesMessage]]:
+        """How long to wait, and what the consumer already holds (served first)."""
         if max_messages <= 0:
             raise ValueError(f"max_messages must be positive, got {max_messages}")
         wait_s = self._wait_s(timeout)
-        out = self._from_cache(max_messages)
-        if out:
-            return out
-        if not self._selectors:
+        cached = self._from_cache(max_messages)
+        if not cached and not self._selectors:
             raise OMSRuntimeException(Code.PRECONDITION_FAILED, "no topic attached: call attach_queue(topic) first")
-        fetched = self._run(
-            self._receive_async(max(max_messages, min(self.config.pull_batch_size, MAX_RECEIVE_BATCH)), wait_s),
-            wait_s + self.config.timeout_s,
-        )
+        return wait_s, cached
+
+    def _fetch(self, max_messages: int, wait_s: float) -> Coroutine[Any, Any, list[BytesMessage]]:
+        return self._receive_async(max(max_messages, min(self.config.pull_batch_size, MAX_RECEIVE_BATCH)), wait_s)
+
+    def _after_fetch(self, fetched: list[BytesMessage], max_messages: int) -> list[BytesMessage]:
         with self._state_lock:
             self._cache.extend(fetched)
         return self._from_cache(max_messages)
@@ -255,9 +266,10 @@ class PullConsumer(ConsumerBase):
 
     def ack(self, target: BytesMessage | str) -> None:
         """Acknowledge a received message (the message, its ``RECEIPT_HANDLE`` or its ``MESSAGE_ID``)."""
-        handle, held = self._resolve(target)
-        calls = self._running_calls()
-        failures = self._run(calls.ack(held.endpoint, held.topic, [(held.message_id, handle)]), self.config.timeout_s)
+        self._run(self._ack_async(*self._resolve(target)), self.config.timeout_s)
+
+    async def _ack_async(self, handle: str, held: _Held) -> None:
+        failures = await self._running_calls().ack(held.endpoint, held.topic, [(held.message_id, handle)])
         with self._state_lock:
             self._forget(handle)
         if failures:
@@ -267,18 +279,19 @@ class PullConsumer(ConsumerBase):
     def change_invisible_duration(self, target: BytesMessage | str, invisible_ms: int) -> None:
         """The message comes again after ``invisible_ms`` (0 = now) with its redelivery count + 1."""
         handle, held = self._resolve(target)
+        new = self._run(self._change_async(handle, held, invisible_ms), self.config.timeout_s)
+        if isinstance(target, BytesMessage):
+            target.sys_headers()[BuiltinKeys.RECEIPT_HANDLE] = new
+
+    async def _change_async(self, handle: str, held: _Held, invisible_ms: int) -> str:
         calls = self._running_calls()
-        new = self._run(
-            calls.change_invisible(held.endpoint, held.topic, handle, held.message_id, invisible_ms),
-            self.config.timeout_s,
-        )
+        new = await calls.change_invisible(held.endpoint, held.topic, handle, held.message_id, invisible_ms)
         with self._state_lock:
             self._forget(handle)
             held.visible_again = time.monotonic() + invisible_ms / 1000
             self._held[new] = held
             self._by_id[held.message_id] = new
-        if isinstance(target, BytesMessage):
-            target.sys_headers()[BuiltinKeys.RECEIPT_HANDLE] = new
+        return new
 
     def nack(self, target: BytesMessage | str, delay_ms: int = 0) -> None:
         """Give the message back: it is delivered again after ``delay_ms``."""
@@ -303,12 +316,10 @@ class PullConsumer(ConsumerBase):
 
     def queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` on every broker (route from the access point)."""
-        core = self._running_core()
+        return self._run(self._queues_async(topic), self.config.timeout_s)
 
-        async def run() -> list[MessageQueue]:
-            return [r.queue for r in await self._readable_queues(core, topic)]
-
-        return self._run(run(), self.config.timeout_s)
+    async def _queues_async(self, topic: str) -> list[MessageQueue]:
+        return [r.queue for r in await self._readable_queues(self._running_core(), topic)]
 
     def pull(
         self,
@@ -323,13 +334,25 @@ class PullConsumer(ConsumerBase):
     ) -> PullResult:
         """Up to ``max_messages`` from ``offset`` on (waiting up to ``timeout`` s at the queue's end), decoded as
         the producer sent them. Pulling does not commit: call ``commit``."""
+        return self._run(
+            self._pull_async(queue, offset, max_messages, timeout, expression, expression_type, max_bytes),
+            timeout + self.config.timeout_s,
+        )
+
+    async def _pull_async(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int,
+        timeout: float,
+        expression: str | MessageSelector | None,
+        expression_type: str | None,
+        max_bytes: int,
+    ) -> PullResult:
         if offset < 0 or max_messages <= 0 or timeout < 0:
             raise ValueError("offset and timeout must not be negative, max_messages must be positive")
         selector = MessageSelector.of(expression, expression_type) if expression is not None else None
-        core = self._running_core()
-        return self._run(
-            self._pull(core, queue, offset, max_messages, timeout, selector, max_bytes), timeout + self.config.timeout_s
-        )
+        return await self._pull(self._running_core(), queue, offset, max_messages, timeout, selector, max_bytes)
 
     async def _pull(
         self,
@@ -365,32 +388,26 @@ class PullConsumer(ConsumerBase):
 
     def commit(self, queue: MessageQueue, offset: int) -> None:
         """Commit ``offset`` (the next one to consume) for the group on ``queue`` (v2 UpdateOffset)."""
-        core = self._running_core()
+        self._run(self._commit_async(queue, offset), self.config.timeout_s)
+
+    async def _commit_async(self, queue: MessageQueue, offset: int) -> None:
         calls = self._running_calls()
-
-        async def run() -> None:
-            await calls.update_offset(await self._queue_ref(core, queue), offset)
-
-        self._run(run(), self.config.timeout_s)
+        await calls.update_offset(await self._queue_ref(self._running_core(), queue), offset)
 
     def committed(self, queue: MessageQueue) -> int | None:
         """The group's committed offset on ``queue``, None if it never committed one."""
-        core = self._running_core()
+        return self._run(self._committed_async(queue), self.config.timeout_s)
+
+    async def _committed_async(self, queue: MessageQueue) -> int | None:
         calls = self._running_calls()
-
-        async def run() -> int | None:
-            return await calls.get_offset(await self._queue_ref(core, queue))
-
-        return self._run(run(), self.config.timeout_s)
+        return await calls.get_offset(await self._queue_ref(self._running_core(), queue))
 
     def _query(self, queue: MessageQueue, policy: int, timestamp_ms: int | None = None) -> int:
-        core = self._running_core()
+        return self._run(self._query_async(queue, policy, timestamp_ms), self.config.timeout_s)
+
+    async def _query_async(self, queue: MessageQueue, policy: int, timestamp_ms: int | None = None) -> int:
         calls = self._running_calls()
-
-        async def run() -> int:
-            return await calls.query_offset(await self._queue_ref(core, queue), policy, timestamp_ms)
-
-        return self._run(run(), self.config.timeout_s)
+        return await calls.query_offset(await self._queue_ref(self._running_core(), queue), policy, timestamp_ms)
 
     def offset_for_time(self, queue: MessageQueue, timestamp: int | float | dt.datetime) -> int:
         """The first offset stored at or after ``timestamp`` (ms since the epoch, or a datetime)."""
@@ -402,6 +419,12 @@ class PullConsumer(ConsumerBase):
     def latest_offset(self, queue: MessageQueue) -> int:
         """One past the last stored message (where a new message will go)."""
         return self._query(queue, definition_pb2.QueryOffsetPolicy.END)
+
+    def aio(self) -> AsyncPullConsumer:
+        """The same consumer for asyncio code: ``await c.receive()``, ``async for m in c``, ``await c.pull(...)``."""
+        from oms.consumer.aio import AsyncPullConsumer
+
+        return AsyncPullConsumer(self)
 
     def __repr__(self) -> str:
         return f"PullConsumer(group={self.config.group!r}, topics={sorted(self._selectors)})"

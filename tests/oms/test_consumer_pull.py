@@ -3,6 +3,7 @@ drives (queues, pull at offsets with PullBatch, commit/committed, offsets by tim
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -125,3 +126,32 @@ def test_pull_consumer_errors_and_lifecycle(access_point):
     assert not pc.is_running
     with pytest.raises(oms.OMSMessageFormatException):
         access_point.create_pull_consumer()  # a consumer needs a group
+
+
+@pytest.mark.timeout(60)
+def test_asyncio_face_of_the_pull_consumer(access_point, producer):
+    for i in range(3):
+        producer.send(oms.BytesMessage(f"a{i}", "OmsPullAio"))
+
+    async def main(pc: oms.PullConsumer) -> tuple[list[str], int, int]:
+        aio = pc.aio()
+        got = []
+        async for message in aio:
+            got.append(message.get_body(str))
+            await aio.ack(message)
+            if len(got) == 3:
+                break
+        assert await aio.receive(0.2) is None
+        queues = await aio.queues("OmsPullAio")
+        total = 0
+        for q in queues:
+            result = await aio.pull(q, await aio.earliest_offset(q), 32)
+            total += len(result)
+            await aio.commit(q, result.next_offset)
+            assert await aio.committed(q) == await aio.latest_offset(q) == result.next_offset
+        return sorted(got), total, await aio.offset_for_time(queues[0], 0)
+
+    with access_point.create_pull_consumer(consumer_id="GPullAio", consume_from_where="first") as pc:
+        pc.attach_queue("OmsPullAio")
+        bodies, total, first = asyncio.run(main(pc))
+    assert bodies == ["a0", "a1", "a2"] and total == 3 and first == 0

@@ -3,6 +3,7 @@ groups), broadcasting with local offsets, start positions, flow control, suspend
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import threading
@@ -367,3 +368,24 @@ def test_assignments_follow_group_membership_across_two_brokers(broker_factory):
                 assert ra.count() > 0 and rb.count() > 0
             wait_until(lambda: len(brokers_of(a)) == 2, what="the remaining consumer takes both brokers again")
         assert sorted(ra.bodies + rb.bodies) == sorted(f"x{i}" for i in range(40))
+
+
+@pytest.mark.timeout(60)
+def test_async_def_listeners_run_on_the_client_loop(access_point, producer):
+    got: list[str] = []
+
+    async def listener(message: oms.BytesMessage, context: oms.ConsumeContext) -> object:
+        await asyncio.sleep(0.001)
+        got.append(message.get_body(str))
+        context.ack()
+        return None
+
+    with access_point.create_push_consumer(
+        consumer_id="GPushAsync", consume_from_where="first", auto_ack=False
+    ) as consumer:
+        consumer.attach_queue("OmsPushAsync", listener)
+        send(producer, "OmsPushAsync", [f"y{i}" for i in range(20)])
+        wait_until(lambda: len(got) >= 20, what="20 messages")
+        time.sleep(0.2)
+        assert consumer.stats.acked == 20
+    assert sorted(got) == sorted(f"y{i}" for i in range(20))

@@ -1,0 +1,132 @@
+"""asyncio face of the pull consumer: the same calls, awaited from any event loop (``PullConsumer.aio()``).
+
+The work still runs on the access point's loop; this side only awaits it, so nothing blocks the caller's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as dt
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rocketmq.grpc_protocol import definition_pb2
+
+from common.errors import Code
+from oms.consumer.base import RUN_GUARD_S
+from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.selector import MessageSelector
+from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
+from oms.keys import BuiltinKeys
+from oms.message import BytesMessage
+from oms.queue import MessageQueue
+
+if TYPE_CHECKING:
+    from oms.consumer.pull import PullConsumer, PullResult
+
+T = TypeVar("T")
+
+
+class AsyncPullConsumer:
+    """A view of a started ``PullConsumer``; lifecycle stays with it (``startup``/``shutdown``, ``with``)."""
+
+    def __init__(self, consumer: PullConsumer) -> None:
+        self.consumer = consumer
+
+    async def _await(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        try:
+            core = self.consumer._running_core()
+        except OMSException:
+            coro.close()
+            raise
+        future = core.runtime.loop.submit(coro)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s + RUN_GUARD_S)
+        except TimeoutError:
+            future.cancel()
+            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
+        except concurrent.futures.CancelledError:
+            raise OMSIllegalStateException("the pull consumer was shut down during the call") from None
+
+    # -- receive / ack ------------------------------------------------------------------------------------------
+
+    async def receive(self, timeout: float | Mapping[str, Any] | None = None) -> BytesMessage | None:
+        got = await self.batch_receive(1, timeout)
+        return got[0] if got else None
+
+    async def batch_receive(
+        self, max_messages: int = MAX_RECEIVE_BATCH, timeout: float | Mapping[str, Any] | None = None
+    ) -> list[BytesMessage]:
+        c = self.consumer
+        wait_s, cached = c._receive_plan(max_messages, timeout)
+        if cached:
+            return cached
+        fetched = await self._await(c._fetch(max_messages, wait_s), wait_s + c.config.timeout_s)
+        return c._after_fetch(fetched, max_messages)
+
+    async def ack(self, target: BytesMessage | str) -> None:
+        c = self.consumer
+        await self._await(c._ack_async(*c._resolve(target)), c.config.timeout_s)
+
+    async def change_invisible_duration(self, target: BytesMessage | str, invisible_ms: int) -> None:
+        c = self.consumer
+        handle, held = c._resolve(target)
+        new = await self._await(c._change_async(handle, held, invisible_ms), c.config.timeout_s)
+        if isinstance(target, BytesMessage):
+            target.sys_headers()[BuiltinKeys.RECEIPT_HANDLE] = new
+
+    async def nack(self, target: BytesMessage | str, delay_ms: int = 0) -> None:
+        await self.change_invisible_duration(target, delay_ms)
+
+    def __aiter__(self) -> AsyncIterator[BytesMessage]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[BytesMessage]:
+        while self.consumer.is_running:
+            message = await self.receive()
+            if message is not None:
+                yield message
+
+    # -- queue level --------------------------------------------------------------------------------------------
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        c = self.consumer
+        return await self._await(c._queues_async(topic), c.config.timeout_s)
+
+    async def pull(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int = 32,
+        timeout: float = 0.0,
+        *,
+        expression: str | MessageSelector | None = None,
+        expression_type: str | None = None,
+        max_bytes: int = 0,
+    ) -> PullResult:
+        c = self.consumer
+        coro = c._pull_async(queue, offset, max_messages, timeout, expression, expression_type, max_bytes)
+        return await self._await(coro, timeout + c.config.timeout_s)
+
+    async def commit(self, queue: MessageQueue, offset: int) -> None:
+        c = self.consumer
+        await self._await(c._commit_async(queue, offset), c.config.timeout_s)
+
+    async def committed(self, queue: MessageQueue) -> int | None:
+        c = self.consumer
+        return await self._await(c._committed_async(queue), c.config.timeout_s)
+
+    async def _query(self, queue: MessageQueue, policy: int, timestamp_ms: int | None = None) -> int:
+        c = self.consumer
+        return await self._await(c._query_async(queue, policy, timestamp_ms), c.config.timeout_s)
+
+    async def offset_for_time(self, queue: MessageQueue, timestamp: int | float | dt.datetime) -> int:
+        ms = int(timestamp.timestamp() * 1000) if isinstance(timestamp, dt.datetime) else int(timestamp)
+        return await self._query(queue, definition_pb2.QueryOffsetPolicy.TIMESTAMP, ms)
+
+    async def earliest_offset(self, queue: MessageQueue) -> int:
+        return await self._query(queue, definition_pb2.QueryOffsetPolicy.BEGINNING)
+
+    async def latest_offset(self, queue: MessageQueue) -> int:
+        return await self._query(queue, definition_pb2.QueryOffsetPolicy.END)

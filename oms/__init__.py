@@ -6,6 +6,7 @@ Start at ``oms.get_messaging_access_point("oms:rocketmq://127.0.0.1:9876/namespa
 from __future__ import annotations
 
 from oms.access_point import MessagingAccessPoint, get_messaging_access_point
+from oms.admin import ResourceManager
 from oms.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeContext,
@@ -85,6 +86,7 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "ResourceManager",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByMachineRoom",
     "SelectMessageQueueByRandom",

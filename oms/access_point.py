@@ -27,6 +27,7 @@ from oms.url import AccessPointURL, parse_access_point
 from oms.version import CLIENT_VERSION
 
 if TYPE_CHECKING:
+    from oms.admin.manager import ResourceManager
     from oms.consumer.pull import PullConsumer
     from oms.consumer.push import PushConsumer
     from oms.producer.producer import Producer
@@ -176,6 +177,16 @@ class MessagingAccessPoint:
         from oms.consumer.pull import PullConsumer
 
         return self._adopt(PullConsumer(self, consumer_attributes(self._attributes, attributes, kwargs)))
+
+    def resource_manager(self, attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> ResourceManager:
+        """The admin API (topics, groups, offsets, message queries, dead letters); ``with`` closes it. See
+        docs/oms.md "Resource manager and mqadmin"; ``operation_timeout=`` (ms) bounds each call to a server.
+        """
+        from oms.admin.manager import ResourceManager
+
+        merged = KeyValue(self._attributes)
+        merged.update(merge_attributes(attributes, kwargs))
+        return self._adopt(ResourceManager(self, merged))
 
     def _adopt(self, child: _C) -> _C:
         with self._lock:

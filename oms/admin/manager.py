@@ -1,0 +1,338 @@
+"""``ResourceManager``: topics, groups, offsets, message queries and dead-letter resend, as blocking calls.
+
+Get one from ``access_point.resource_manager()``; it starts on first use and is a context manager.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Coroutine, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from common.errors import Code
+from oms.admin import models as m
+from oms.admin.core import (
+    DEFAULT_PERM,
+    DEFAULT_QUEUE_NUMS,
+    DEFAULT_RETRY_MAX_TIMES,
+    DEFAULT_RETRY_QUEUE_NUMS,
+    MAX_QUERY_NUM,
+    AdminCore,
+    GroupChanges,
+    TopicChanges,
+)
+from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
+from oms.keys import OMSBuiltinKeys
+from oms.keyvalue import KeyValue
+
+if TYPE_CHECKING:
+    from oms.access_point import MessagingAccessPoint
+
+T = TypeVar("T")
+log = logging.getLogger("oms.admin")
+
+DEFAULT_TIMEOUT_MS = 5000
+# One call fans out in steps (name server, then brokers in parallel, then a send): the blocking wait covers a few.
+STEPS_PER_CALL = 5
+STOP_TIMEOUT_S = 5.0
+
+
+class ResourceManager:
+    """Administration of the brokers behind an access point (name servers, or brokers given directly).
+
+    Writes go to every master of ``cluster``, to one ``broker`` (name or ``host:port``), or, with neither, to every
+    master broker. Failures raise the ``oms`` exception of the broker's status code.
+    """
+
+    def __init__(self, access_point: MessagingAccessPoint, attributes: KeyValue) -> None:
+        self._ap = access_point
+        timeout_ms = attributes.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_TIMEOUT_MS)
+        if timeout_ms <= 0:
+            raise ValueError(f"{OMSBuiltinKeys.OPERATION_TIMEOUT} must be positive, got {timeout_ms} ms")
+        self.timeout_s = timeout_ms / 1000
+        self._core: AdminCore | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def startup(self) -> ResourceManager:
+        with self._lock:
+            if self._closed:
+                raise OMSIllegalStateException("the resource manager was shut down; get a new one")
+            if self._core is None:
+                self._core = AdminCore(self._ap._start_for(self), self.timeout_s)
+        return self
+
+    def shutdown(self) -> None:
+        """Close its channels (idempotent); the access point and its other clients keep running."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            core, self._core = self._core, None
+        self._ap._forget(self)
+        if core is None:
+            return
+        loop = core.runtime.loop
+        if loop.running and not loop.in_loop():
+            try:
+                loop.run(core.close(), STOP_TIMEOUT_S)
+            except Exception as exc:  # the access point closes the loop, and with it the channels, anyway
+                log.warning("resource manager channels did not close cleanly: %r", exc)
+
+    def __enter__(self) -> ResourceManager:
+        return self.startup()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def _run(self, make: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``make(core, ...)`` (a coroutine function of ``AdminCore``) on the loop and wait for it."""
+        core = self._core or self.startup()._core
+        if core is None:
+            raise OMSIllegalStateException("the resource manager was shut down")
+        coro: Coroutine[Any, Any, Any] = make(core, *args, **kwargs)
+        budget = self.timeout_s * STEPS_PER_CALL + 1.0
+        try:
+            return core.runtime.loop.run(coro, budget)
+        except OMSException:
+            raise
+        except TimeoutError:
+            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {budget:.1f}s") from None
+        except concurrent.futures.CancelledError:
+            raise OMSIllegalStateException("the access point was shut down during the call") from None
+
+    # -- cluster ------------------------------------------------------------------------------------------------
+
+    def uses_name_server(self) -> bool:
+        """True when the access point is a name server, False when its addresses are brokers."""
+        return bool(self._run(AdminCore.uses_namesrv))
+
+    def cluster_list(self, *, runtime: bool = False) -> list[m.BrokerInfo]:
+        """Every broker (masters and slaves) with its cluster and address; ``runtime`` adds BrokerRuntimeInfo."""
+        brokers: list[m.BrokerInfo] = self._run(AdminCore.brokers)
+        if not runtime:
+            return brokers
+        return [self._with_runtime(b) for b in brokers]
+
+    def _with_runtime(self, broker: m.BrokerInfo) -> m.BrokerInfo:
+        if broker.runtime:
+            return broker
+        try:
+            info = self.broker_runtime_info(broker.addr)
+        except OMSException as exc:  # a broker that does not answer is still listed, with why
+            info = {"error": str(exc)}
+        return m.BrokerInfo(broker.cluster, broker.broker_name, broker.broker_id, broker.addr, info)
+
+    def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """BrokerRuntimeInfo of the broker at ``host:port`` (store offsets, counters, flush type...)."""
+        info: dict[str, str] = self._run(AdminCore.runtime_info, broker_addr)
+        return info
+
+    # -- topics -------------------------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int = DEFAULT_QUEUE_NUMS,
+        write_queue_nums: int = DEFAULT_QUEUE_NUMS,
+        perm: int = DEFAULT_PERM,
+        message_type: str = "NORMAL",
+        order: bool = False,
+        attributes: Mapping[str, str] | None = None,
+        cluster: str | None = None,
+        broker: str | None = None,
+    ) -> list[m.TopicInfo]:
+        """Create (or overwrite) ``topic`` on each target broker with exactly this configuration."""
+        changes = TopicChanges(read_queue_nums, write_queue_nums, perm, message_type, order, dict(attributes or {}))
+        result: list[m.TopicInfo] = self._run(
+            AdminCore.upsert_topic, topic, changes, cluster, broker, merge=False, create=True
+        )
+        return result
+
+    def update_topic(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        perm: int | None = None,
+        message_type: str | None = None,
+        order: bool | None = None,
+        attributes: Mapping[str, str | None] | None = None,
+        cluster: str | None = None,
+        broker: str | None = None,
+        create: bool = False,
+    ) -> list[m.TopicInfo]:
+        """Change the given fields on each target broker, keeping the rest; attributes merge (None removes one).
+
+        A broker without the topic is TOPIC_NOT_FOUND, unless ``create`` (then RocketMQ's defaults fill the rest).
+        """
+        changes = TopicChanges(read_queue_nums, write_queue_nums, perm, message_type, order, attributes)
+        result: list[m.TopicInfo] = self._run(
+            AdminCore.upsert_topic, topic, changes, cluster, broker, merge=True, create=create
+        )
+        return result
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None, broker: str | None = None) -> list[str]:
+        """Delete ``topic`` (config, offsets, stored messages) on each target broker; returns where it was."""
+        result: list[str] = self._run(AdminCore.delete_topic, topic, cluster, broker)
+        return result
+
+    def list_topics(self, *, cluster: str | None = None) -> list[str]:
+        """Topic names: the name server's view (every cluster) or, with ``cluster`` or brokers only, the brokers'."""
+        result: list[str] = self._run(AdminCore.list_topics, cluster)
+        return result
+
+    def topic_configs(
+        self, topic: str | None = None, *, cluster: str | None = None, broker: str | None = None
+    ) -> list[m.TopicInfo]:
+        """Each target broker's topic configurations (one row per topic and broker)."""
+
+        async def run(core: AdminCore) -> list[m.TopicInfo]:
+            return await core.topic_configs(await core.targets(cluster, broker), topic)
+
+        result: list[m.TopicInfo] = self._run(run)
+        return result
+
+    def topic_route(self, topic: str) -> m.TopicRoute:
+        result: m.TopicRoute = self._run(AdminCore.route, topic)
+        return result
+
+    def topic_status(self, topic: str) -> m.TopicStatus:
+        """Min/max offset and last store time of every queue of ``topic``, on every broker serving it."""
+        result: m.TopicStatus = self._run(AdminCore.topic_status, topic)
+        return result
+
+    # -- groups -------------------------------------------------------------------------------------------------
+
+    def create_group(
+        self,
+        group: str,
+        *,
+        retry_max_times: int = DEFAULT_RETRY_MAX_TIMES,
+        orderly: bool = False,
+        broadcast: bool = False,
+        consume_enable: bool = True,
+        retry_queue_nums: int = DEFAULT_RETRY_QUEUE_NUMS,
+        allocate_strategy: str = "",
+        allocate_options: Mapping[str, str] | None = None,
+        cluster: str | None = None,
+        broker: str | None = None,
+    ) -> list[m.GroupInfo]:
+        """Create (or overwrite) a subscription group on each target broker with exactly this configuration."""
+        changes = GroupChanges(
+            consume_enable,
+            retry_max_times,
+            orderly,
+            broadcast,
+            retry_queue_nums,
+            allocate_strategy,
+            dict(allocate_options or {}),
+        )
+        result: list[m.GroupInfo] = self._run(
+            AdminCore.upsert_group, group, changes, cluster, broker, merge=False, create=True
+        )
+        return result
+
+    def update_group(
+        self,
+        group: str,
+        *,
+        retry_max_times: int | None = None,
+        orderly: bool | None = None,
+        broadcast: bool | None = None,
+        consume_enable: bool | None = None,
+        retry_queue_nums: int | None = None,
+        allocate_strategy: str | None = None,
+        allocate_options: Mapping[str, str] | None = None,
+        cluster: str | None = None,
+        broker: str | None = None,
+        create: bool = False,
+    ) -> list[m.GroupInfo]:
+        """Change the given fields, keeping the rest; a missing group is CONSUMER_GROUP_NOT_FOUND unless ``create``."""
+        changes = GroupChanges(
+            consume_enable, retry_max_times, orderly, broadcast, retry_queue_nums, allocate_strategy, allocate_options
+        )
+        result: list[m.GroupInfo] = self._run(
+            AdminCore.upsert_group, group, changes, cluster, broker, merge=True, create=create
+        )
+        return result
+
+    def delete_group(self, group: str, *, cluster: str | None = None, broker: str | None = None) -> list[str]:
+        """Delete the group's config and committed offsets on each target broker; returns where it was."""
+        result: list[str] = self._run(AdminCore.delete_group, group, cluster, broker)
+        return result
+
+    def list_groups(self, *, cluster: str | None = None, broker: str | None = None) -> list[m.GroupInfo]:
+        async def run(core: AdminCore) -> list[m.GroupInfo]:
+            return await core.group_configs(await core.targets(cluster, broker))
+
+        result: list[m.GroupInfo] = self._run(run)
+        return result
+
+    def group_configs(self, group: str, *, cluster: str | None = None, broker: str | None = None) -> list[m.GroupInfo]:
+        async def run(core: AdminCore) -> list[m.GroupInfo]:
+            return await core.group_configs(await core.targets(cluster, broker), group)
+
+        result: list[m.GroupInfo] = self._run(run)
+        return result
+
+    # -- offsets ------------------------------------------------------------------------------------------------
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> m.ConsumerProgress:
+        """Broker offset, committed offset and lag per queue (every topic the group committed when no ``topic``)."""
+        result: m.ConsumerProgress = self._run(AdminCore.consumer_progress, group, topic)
+        return result
+
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int) -> list[m.OffsetReset]:
+        """Commit, for every queue of ``topic``, the offset of the first message stored at or after the time."""
+        result: list[m.OffsetReset] = self._run(AdminCore.reset_offset_by_time, group, topic, timestamp_ms)
+        return result
+
+    # -- messages -----------------------------------------------------------------------------------------------
+
+    def query_message_by_id(self, msg_id: str, *, topic: str | None = None) -> list[m.MessageView]:
+        """An offset message id (32 hex characters) alone, or a producer's message id with its ``topic``."""
+        result: list[m.MessageView] = self._run(AdminCore.query_by_id, msg_id, topic)
+        return result
+
+    def query_message_by_key(
+        self, topic: str, key: str, *, max_num: int = MAX_QUERY_NUM, begin_ms: int = 0, end_ms: int | None = None
+    ) -> list[m.MessageView]:
+        """Messages of ``topic`` indexed under ``key`` stored in [begin_ms, end_ms] (end None = now), oldest first."""
+        result: list[m.MessageView] = self._run(AdminCore.query_by_key, topic, key, max_num, begin_ms, end_ms)
+        return result
+
+    def query_message_by_offset(
+        self, topic: str, queue_id: int, offset: int, *, broker: str | None = None
+    ) -> m.MessageView:
+        """The message at ``offset`` of one queue; ``broker`` (name or address) is needed when several serve it."""
+        result: m.MessageView = self._run(AdminCore.query_by_offset, topic, queue_id, offset, broker)
+        return result
+
+    def resend_dead_letter(
+        self,
+        group: str,
+        msg_id: str | None = None,
+        *,
+        broker: str | None = None,
+        offset: int | None = None,
+        queue_id: int = 0,
+    ) -> m.ResendResult:
+        """Send a message of ``%DLQ%<group>`` again to its original topic, by message id or by broker + offset.
+
+        The resent message keeps its message id, body, tag, keys and properties; the DLQ copy is left in place.
+        """
+        result: m.ResendResult = self._run(AdminCore.resend_dead_letter, group, msg_id, broker, offset, queue_id)
+        return result
+
+    def __repr__(self) -> str:
+        return f"ResourceManager({self._ap!r})"

@@ -401,7 +401,8 @@ class ReceiveEngine(EngineBase):
         """The failing message and the rest of its group become visible after ``suspend_ms``, in order.
 
         The broker counts a delivery for each of them; the followers were never consumed, so the client remembers
-        to subtract that when they come back (see the report: a flag on ChangeInvisibleDuration would do it).
+        to subtract that when they come back (a way to give a message back without counting a delivery would make
+        this bookkeeping unnecessary).
         """
         for n, d in enumerate(items):
             if await self._settle(self._nack_call(d, suspend_ms), f"suspend of {d.message_id}"):

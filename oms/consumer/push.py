@@ -135,14 +135,32 @@ class PushConsumer(ConsumerBase):
         if engine is None or core is None:
             self._pending_pause = (True, timeout)
             return
-        core.runtime.loop.loop.call_soon_threadsafe(engine.pause, timeout)
+        self._on_loop(core, engine.pause, timeout)
 
     def resume(self) -> None:
         engine, core = self._engine, self._core
         if engine is None or core is None:
             self._pending_pause = (False, None)
             return
-        core.runtime.loop.loop.call_soon_threadsafe(engine.resume)
+        self._on_loop(core, engine.resume)
+
+    def _on_loop(self, core: ClientCore, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` on the loop (engines are loop-bound) and return when it ran."""
+        loop = core.runtime.loop
+        if loop.in_loop():
+            fn(*args)
+            return
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                fn(*args)
+                done.set_result(None)
+            except BaseException as exc:  # handed to the caller below
+                done.set_exception(exc)
+
+        loop.loop.call_soon_threadsafe(run)
+        done.result(self.config.timeout_s)
 
     @property
     def is_suspended(self) -> bool:

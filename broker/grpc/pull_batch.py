@@ -173,9 +173,15 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
                     records=result.raw,
                 )
             if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
-                raise MQError(
-                    Code.ILLEGAL_OFFSET,
-                    f"offset {offset} is outside [{result.min_offset}, {result.max_offset}] of queue {qid}",
+                # The bounds travel with the refusal so the client corrects its offset without another call.
+                return consume_pb2.PullBatchResponse(
+                    status=_status(
+                        Code.ILLEGAL_OFFSET,
+                        f"offset {offset} is outside [{result.min_offset}, {result.max_offset}] of queue {qid}",
+                    ),
+                    next_offset=result.next_begin_offset,
+                    min_offset=result.min_offset,
+                    max_offset=result.max_offset,
                 )
             if result.status in _RETRY_SCAN:
                 offset = max(offset, result.next_begin_offset)

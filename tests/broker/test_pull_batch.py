@@ -71,7 +71,9 @@ def test_pull_batch_bad_input(broker):
         assert c.send(message("BatchBad")).status.code == OK
         stub = consume_pb2_grpc.ConsumeStub(ch)
         assert _pull(stub, "BatchBad", -1).status.code == definition_pb2.Code.ILLEGAL_OFFSET
-        assert _pull(stub, "BatchBad", 99).status.code == definition_pb2.Code.ILLEGAL_OFFSET
+        beyond = _pull(stub, "BatchBad", 99)
+        assert beyond.status.code == definition_pb2.Code.ILLEGAL_OFFSET
+        assert (beyond.min_offset, beyond.max_offset, beyond.next_offset) == (0, 1, 1)
         assert _pull(stub, "NoSuchBatchT", 0).status.code == definition_pb2.Code.TOPIC_NOT_FOUND
         bad_sql = _pull(stub, "BatchBad", 0, filter_type="SQL92", filter_expression="a >")
         assert bad_sql.status.code == definition_pb2.Code.ILLEGAL_FILTER_EXPRESSION

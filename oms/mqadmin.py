@@ -6,6 +6,7 @@ Tables for people by default, ``--json`` for scripts; errors go to stderr with t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -508,7 +509,9 @@ def run(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextI
     out, err = out or sys.stdout, err or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # argparse prints usage errors and --help itself: to the streams this run was given
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed its message (or the help) already
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     try:

@@ -662,7 +662,7 @@ class AdminCore:
 
         done = self.some_ok(await self.each(brokers, one), f"query key {key!r}", [Code.TOPIC_NOT_FOUND])
         views = sorted((v for _, vs in done for v in vs), key=lambda v: (v.store_timestamp_ms, v.broker_name))
-        return views[:max_num]
+        return views[-max_num:]  # brokers walk their index newest first: keep the newest overall
 
     async def query_by_offset(self, topic: str, queue_id: int, offset: int, broker: str | None) -> m.MessageView:
         validated(validate_topic, topic, allow_system=True)

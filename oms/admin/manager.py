@@ -307,7 +307,8 @@ class ResourceManager:
     def query_message_by_key(
         self, topic: str, key: str, *, max_num: int = MAX_QUERY_NUM, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[m.MessageView]:
-        """Messages of ``topic`` indexed under ``key`` stored in [begin_ms, end_ms] (end None = now), oldest first."""
+        """The newest ``max_num`` messages of ``topic`` with ``key`` stored in [begin_ms, end_ms] (None = now), oldest
+        first."""
         result: list[m.MessageView] = self._run(AdminCore.query_by_key, topic, key, max_num, begin_ms, end_ms)
         return result
 

@@ -177,7 +177,7 @@ def test_query_by_id_key_and_offset(ap, rm):
     assert sorted(v.body for v in found) == [b"q0", b"q1", b"q2"]
     assert {v.unique_id for v in found} == {r.message_id for r in results}
     assert all(v.tags == "TagQ" and v.keys == ("order-1",) and v.topic == topic for v in found)
-    assert [v.body for v in rm.query_message_by_key(topic, "order-1", max_num=2)] == [b"q0", b"q1"]
+    assert [v.body for v in rm.query_message_by_key(topic, "order-1", max_num=2)] == [b"q1", b"q2"], "newest"
     assert rm.query_message_by_key(topic, "order-1", begin_ms=0, end_ms=start - 10_000) == []
     assert rm.query_message_by_key(topic, "no-such-key") == []
 

@@ -326,3 +326,38 @@ def test_unreachable_access_point_is_a_connection_error():
         pytest.raises((oms.OMSConnectionException, oms.OMSTimeOutException)),
     ):
         rm.list_topics()
+
+
+@pytest.mark.timeout(90)
+def test_resend_a_message_the_official_simple_consumer_dead_lettered(cluster, ap, rm):
+    """The receive/ack path: one allowed delivery (retry_max_times=0), left unacknowledged, goes to %DLQ%."""
+    from tests.pop.client_helpers import simple_consumer
+
+    topic, group = "AdmPopDead", "GAdmPopDead"
+    rm.create_topic(topic, read_queue_nums=1, write_queue_nums=1, broker="admin-a")
+    rm.create_group(group, retry_max_times=0)
+    [sent] = send_all(ap, topic, ["pop-poison"], tags="TagP")
+    with simple_consumer(cluster[1].addr, group, topic, await_s=1) as consumer:
+        deadline = time.monotonic() + 20
+        got: list = []
+        while not got and time.monotonic() < deadline:
+            got = consumer.receive(1, 10)
+        assert got and got[0].body == b"pop-poison"
+        consumer.change_invisible_duration(got[0], 1)  # a nack: back in 1 s, but no attempt is left
+
+        def dead() -> bool:
+            try:
+                return bool(rm.query_message_by_id(sent.message_id, topic=f"%DLQ%{group}"))
+            except oms.OMSResourceNotExistException:
+                return False
+
+        deadline = time.monotonic() + 30
+        while not dead():  # the broker dead-letters it when a receive would deliver it again
+            assert time.monotonic() < deadline, "the message never reached the DLQ"
+            assert consumer.receive(1, 10) == [], "no delivery is left for it"
+    [letter] = rm.query_message_by_id(sent.message_id, topic=f"%DLQ%{group}")
+    assert letter.original_topic == topic and letter.reconsume_times >= 1
+    result = rm.resend_dead_letter(group, sent.message_id)
+    assert (result.topic, result.broker_name, result.message_id) == (topic, "admin-a", sent.message_id)
+    resent = rm.query_message_by_offset(topic, 0, result.queue_offset, broker="admin-a")
+    assert (resent.body, resent.tags, resent.unique_id) == (b"pop-poison", "TagP", sent.message_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -361,3 +362,13 @@ def test_resend_a_message_the_official_simple_consumer_dead_lettered(cluster, ap
     assert (result.topic, result.broker_name, result.message_id) == (topic, "admin-a", sent.message_id)
     resent = rm.query_message_by_offset(topic, 0, result.queue_offset, broker="admin-a")
     assert (resent.body, resent.tags, resent.unique_id) == (b"pop-poison", "TagP", sent.message_id)
+
+
+@pytest.mark.timeout(60)
+def test_the_docs_example_runs(cluster, capsys):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "oms.md").read_text()
+    section = doc.split("## Resource manager and mqadmin", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    snippet = snippet.replace("127.0.0.1:9876", cluster[0].addr).replace("DefaultCluster", CLUSTER)
+    exec(compile(snippet, "docs/oms.md", "exec"), {})
+    assert capsys.readouterr().out.split() == ["0", "0"]

@@ -1,6 +1,6 @@
 """What the resource manager returns: frozen dataclasses for brokers, topics, routes, groups, offsets, messages.
 
-Each row names the broker it came from, because one topic or group lives on several brokers of a cluster.
+Each row names the broker it came from (one topic or group lives on several brokers); mappings stay out of hashes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class BrokerInfo:
     broker_name: str
     broker_id: int
     addr: str
-    runtime: Mapping[str, str] = field(default_factory=dict)  # BrokerRuntimeInfo, when asked for
+    runtime: Mapping[str, str] = field(default_factory=dict, hash=False)  # BrokerRuntimeInfo, when asked for
 
     @property
     def is_master(self) -> bool:
@@ -48,7 +48,7 @@ class TopicInfo:
     perm: int
     message_type: str
     order: bool = False
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def perm_string(self) -> str:
@@ -72,7 +72,7 @@ class BrokerData:
 
     cluster: str
     broker_name: str
-    addrs: Mapping[int, str]
+    addrs: Mapping[int, str] = field(hash=False)
 
     @property
     def master_addr(self) -> str | None:
@@ -120,7 +120,7 @@ class GroupInfo:
     broadcast: bool
     retry_queue_nums: int
     allocate_strategy: str  # "" = the broker's default strategy
-    allocate_options: Mapping[str, str] = field(default_factory=dict)
+    allocate_options: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class MessageView:
     msg_id: str  # the offset message id (store host + commitlog offset)
     unique_id: str  # the producer's message id (UNIQ_KEY)
     body: bytes  # as stored: a body sent compressed is still compressed here
-    properties: Mapping[str, str]
+    properties: Mapping[str, str] = field(hash=False)
     born_timestamp_ms: int
     store_timestamp_ms: int
     born_host: str

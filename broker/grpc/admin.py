@@ -98,6 +98,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             validate_topic(c.topic_name)
             if not (0 < c.read_queue_nums <= 1024 and 0 < c.write_queue_nums <= 1024):
                 raise MQError(Code.BAD_REQUEST, "read/write queue numbers must be in 1..1024")
+            if c.perm not in (0, 2, 4, 6):  # 0 = unset in proto3: read-write
+                raise MQError(Code.BAD_REQUEST, f"perm {c.perm} must be 2 (write), 4 (read) or 6 (read-write)")
             try:
                 message_type = TopicMessageType.parse(c.message_type)
             except ValueError as exc:

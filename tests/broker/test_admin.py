@@ -21,6 +21,9 @@ def test_admin_service(broker):
         cfg = admin_pb2.TopicConfig(topic_name="AdmT", read_queue_nums=2, write_queue_nums=2, perm=6)
         r = admin.CreateOrUpdateTopic(admin_pb2.CreateOrUpdateTopicRequest(config=cfg), timeout=10)
         assert r.status.code == OK and r.config.message_type == "NORMAL"
+        bad_perm = admin_pb2.TopicConfig(topic_name="AdmPermT", read_queue_nums=2, write_queue_nums=2, perm=7)
+        r = admin.CreateOrUpdateTopic(admin_pb2.CreateOrUpdateTopicRequest(config=bad_perm), timeout=10)
+        assert r.status.code == definition_pb2.Code.BAD_REQUEST and "perm 7" in r.status.message
         bad = admin_pb2.TopicConfig(topic_name="bad name", read_queue_nums=2, write_queue_nums=2)
         r = admin.CreateOrUpdateTopic(admin_pb2.CreateOrUpdateTopicRequest(config=bad), timeout=10)
         assert r.status.code == definition_pb2.Code.ILLEGAL_TOPIC

@@ -73,6 +73,7 @@ def _view(m: MessageExt) -> admin_pb2.MessageView:
         store_host=f"{m.store_host[0]}:{m.store_host[1]}",
         reconsume_times=m.reconsume_times,
         store_size=m.store_size,
+        sys_flag=m.sys_flag,
     )
 
 

@@ -220,7 +220,7 @@ class ResetOffsetByTimeResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class MessageView(_message.Message):
-    __slots__ = ("topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "unique_id", "body", "properties", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "store_size")
+    __slots__ = ("topic", "queue_id", "queue_offset", "commitlog_offset", "msg_id", "unique_id", "body", "properties", "born_timestamp_ms", "store_timestamp_ms", "born_host", "store_host", "reconsume_times", "store_size", "sys_flag")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +242,7 @@ class MessageView(_message.Message):
     STORE_HOST_FIELD_NUMBER: _ClassVar[int]
     RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
     STORE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SYS_FLAG_FIELD_NUMBER: _ClassVar[int]
     topic: str
     queue_id: int
     queue_offset: int
@@ -256,7 +257,8 @@ class MessageView(_message.Message):
     store_host: str
     reconsume_times: int
     store_size: int
-    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commitlog_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., unique_id: _Optional[str] = ..., body: _Optional[bytes] = ..., properties: _Optional[_Mapping[str, str]] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., store_size: _Optional[int] = ...) -> None: ...
+    sys_flag: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., commitlog_offset: _Optional[int] = ..., msg_id: _Optional[str] = ..., unique_id: _Optional[str] = ..., body: _Optional[bytes] = ..., properties: _Optional[_Mapping[str, str]] = ..., born_timestamp_ms: _Optional[int] = ..., store_timestamp_ms: _Optional[int] = ..., born_host: _Optional[str] = ..., store_host: _Optional[str] = ..., reconsume_times: _Optional[int] = ..., store_size: _Optional[int] = ..., sys_flag: _Optional[int] = ...) -> None: ...
 
 class QueryMessageByIdRequest(_message.Message):
     __slots__ = ("msg_id", "topic")

@@ -63,6 +63,12 @@ def test_admin_service(broker):
         uniq = sent[4].entries[0].message_id
         by_uniq = admin.QueryMessageById(admin_pb2.QueryMessageByIdRequest(msg_id=uniq, topic="AdmT"), timeout=10)
         assert by_uniq.messages[0].unique_id == uniq
+        assert by_uniq.messages[0].sys_flag & 0x1 == 0
+        zipped = message("AdmT", b"compressed bytes", keys=["zipkey"])
+        zipped.system_properties.body_encoding = definition_pb2.GZIP
+        assert c.send(zipped).status.code == OK
+        by_zip = admin.QueryMessageByKey(admin_pb2.QueryMessageByKeyRequest(topic="AdmT", key="zipkey"), timeout=10)
+        assert by_zip.messages[0].sys_flag & 0x1 == 0x1  # the compressed flag travels with the view
         by_off = admin.QueryMessageByOffset(
             admin_pb2.QueryMessageByOffsetRequest(topic="AdmT", queue_id=view.queue_id, offset=view.queue_offset),
             timeout=10,

@@ -16,7 +16,10 @@ COUNT = 10
 
 
 def main(args: argparse.Namespace) -> None:
-    with _common.access_point(args.addr) as ap, ap.create_producer(operation_timeout=int(args.timeout * 1000)) as producer:
+    with (
+        _common.access_point(args.addr) as ap,
+        ap.create_producer(operation_timeout=int(args.timeout * 1000)) as producer,
+    ):
         _common.ensure_topic(ap, TOPIC)
         for i in range(COUNT):
             msg = oms.BytesMessage(f"Hello RocketMQ {i}", TOPIC, tags="TagA")

@@ -1,0 +1,42 @@
+"""OpenMessaging SimpleProducer: one access point, one producer, a sync, an async and a one-way send.
+
+Usage: ``python examples/oms_producer.py [--addr host:port]`` (default ``$NAMESRV_ADDR`` or 127.0.0.1:8081).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import _common
+
+import oms
+
+TOPIC = "OMS_HELLO_TOPIC"
+
+
+def main(args: argparse.Namespace) -> None:
+    with _common.access_point(args.addr) as ap, ap.create_producer() as producer:
+        print(f"access point {ap!r} (oms {ap.impl_version()})", flush=True)
+        _common.ensure_topic(ap, TOPIC)
+
+        result = producer.send(oms.BytesMessage("OMS_HELLO_BODY", TOPIC))
+        print(f"send sync message OK, msgId: {result.message_id}", flush=True)
+
+        future = producer.send_async(oms.BytesMessage("OMS_HELLO_BODY", TOPIC))
+        reported = threading.Event()
+
+        def on_sent(f: oms.Future[oms.SendResult]) -> None:
+            print(f"send async message OK, msgId: {f.get().message_id}", flush=True)
+            reported.set()
+
+        future.add_listener(on_sent)
+        future.get(timeout=args.timeout)
+        reported.wait(args.timeout)  # the listener runs on a producer callback thread
+
+        producer.send_oneway(oms.BytesMessage("OMS_HELLO_BODY", TOPIC))
+        print("send oneway message OK", flush=True)
+
+
+if __name__ == "__main__":
+    _common.run(main, __doc__.splitlines()[0])

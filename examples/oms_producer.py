@@ -19,6 +19,8 @@ def main(args: argparse.Namespace) -> None:
     with _common.access_point(args.addr) as ap, ap.create_producer() as producer:
         print(f"access point {ap!r} (oms {ap.impl_version()})", flush=True)
         _common.ensure_topic(ap, TOPIC)
+        rm = ap.resource_manager()
+        before = rm.topic_status(TOPIC).total_messages
 
         result = producer.send(oms.BytesMessage("OMS_HELLO_BODY", TOPIC))
         print(f"send sync message OK, msgId: {result.message_id}", flush=True)
@@ -36,6 +38,11 @@ def main(args: argparse.Namespace) -> None:
 
         producer.send_oneway(oms.BytesMessage("OMS_HELLO_BODY", TOPIC))
         print("send oneway message OK", flush=True)
+        # a one-way send returns before the request goes out: wait until the broker has it before shutting down
+        _common.wait_for(
+            lambda: rm.topic_status(TOPIC).total_messages - before >= 3, args.timeout, "the three messages stored"
+        )
+        print("broker stored the sync, async and one-way messages", flush=True)
 
 
 if __name__ == "__main__":

@@ -401,7 +401,11 @@ class Producer:
     async def _send_wire(
         self, wires: Sequence[WireMessage], deadline: float, pinned: RouteQueue | None, attempts: int
     ) -> tuple[list[SendResult], RouteQueue]:
-        core = self._running_core()
+        # The caller checked that the producer runs; shutdown() waits for sends already submitted (one-way ones
+        # included), so a send that starts after shutdown began must still go out rather than fail.
+        core = self._core
+        if core is None:
+            raise OMSIllegalStateException("the producer is not started")
         topic = wires[0].topic
         route = await core.routes.get(topic)
         if pinned is not None:

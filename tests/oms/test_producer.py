@@ -248,3 +248,14 @@ def test_the_quick_start_in_docs_runs(shared_broker, capsys):
     out = capsys.readouterr().out
     assert "broker-1" in out and "sent " in out
     assert b"hello" in bodies(shared_broker.addr, "TopicTest")
+
+
+@pytest.mark.timeout(60)
+def test_oneway_send_right_before_shutdown_is_delivered(shared_broker, access_point):
+    with access_point.create_producer() as p:
+        p.send(oms.BytesMessage(b"warm", "OmsOnewayEnd"))
+        p.send_oneway(oms.BytesMessage(b"last words", "OmsOnewayEnd"))
+    deadline = time.monotonic() + 20
+    while b"last words" not in bodies(shared_broker.addr, "OmsOnewayEnd") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sorted(bodies(shared_broker.addr, "OmsOnewayEnd")) == [b"last words", b"warm"]

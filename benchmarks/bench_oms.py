@@ -1,0 +1,261 @@
+"""oms SDK benchmark: batched produce and queue-level pull through ``oms`` against raw gRPC in the same run.
+
+``python -m benchmarks.run_all oms`` (or ``python -m benchmarks.bench_oms [--quick]``); starts its own broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import oms
+from benchmarks.bench_e2e import BODY_SIZE, Broker, bench_batched_produce, bench_pull_batch
+from benchmarks.common import pct, write_result
+
+BATCH = 1024
+THREADS = 4
+BODY = b"x" * BODY_SIZE
+
+
+def _url(addr: str) -> str:
+    return f"oms:rocketmq://{addr}/"
+
+
+def bench_oms_send_batch(ap: oms.MessagingAccessPoint, topic: str, total: int, threads: int) -> dict[str, Any]:
+    """``send_batch`` of ``BATCH`` prebuilt 100-byte messages from ``threads`` threads (one batch in flight each)."""
+    rounds = total // BATCH
+    batches = [[oms.BytesMessage(BODY, topic) for _ in range(BATCH)] for _ in range(rounds)]
+    with ap.create_producer(operation_timeout=30_000) as producer:
+        producer.send_batch([oms.BytesMessage(BODY, topic) for _ in range(BATCH)])  # warm-up: route, channel
+        lock = threading.Lock()
+        nxt = [0]
+
+        def worker() -> int:
+            sent = 0
+            while True:
+                with lock:
+                    k = nxt[0]
+                    nxt[0] += 1
+                if k >= rounds:
+                    return sent
+                sent += len(producer.send_batch(batches[k]))
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            sent = sum(pool.map(lambda _: worker(), range(threads)))
+        elapsed = time.perf_counter() - t0
+    return {
+        "messages": sent,
+        "batch": BATCH,
+        "threads": threads,
+        "msgs_per_s": round(sent / elapsed),
+        "mb_per_s": round(sent * BODY_SIZE / elapsed / 1e6, 1),
+    }
+
+
+def bench_oms_send_async(ap: oms.MessagingAccessPoint, topic: str, n: int, in_flight: int) -> dict[str, Any]:
+    """Single-message ``send_async`` with up to ``in_flight`` sends outstanding (for reference: not batched)."""
+    with ap.create_producer(operation_timeout=30_000) as producer:
+        producer.send(oms.BytesMessage(BODY, topic))
+        window = threading.BoundedSemaphore(in_flight)
+        futures = []
+        t0 = time.perf_counter()
+        for _ in range(n):
+            window.acquire()
+            future = producer.send_async(oms.BytesMessage(BODY, topic))
+            future.add_listener(lambda _f: window.release())
+            futures.append(future)
+        for future in futures:
+            future.get(60)
+        elapsed = time.perf_counter() - t0
+    return {"messages": n, "in_flight": in_flight, "msgs_per_s": round(n / elapsed)}
+
+
+def bench_oms_pull(ap: oms.MessagingAccessPoint, topic: str, batch: int) -> dict[str, Any]:
+    """Drain every queue with the pull consumer's queue-level ``pull()`` (one thread per queue)."""
+    with ap.create_pull_consumer(consumer_id="bench-oms-pull", operation_timeout=30_000) as pc:
+        queues = pc.queues(topic)
+
+        def drain(queue: oms.MessageQueue) -> tuple[int, int]:
+            offset, count, body_bytes = 0, 0, 0
+            while True:
+                result = pc.pull(queue, offset, batch)
+                if not result.messages:
+                    return count, body_bytes
+                count += len(result.messages)
+                body_bytes += sum(len(m.body) for m in result.messages)
+                offset = result.next_offset
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(len(queues)) as pool:
+            counts = list(pool.map(drain, queues))
+        elapsed = time.perf_counter() - t0
+    total = sum(c for c, _ in counts)
+    return {"messages": total, "batch": batch, "queues": len(queues), "msgs_per_s": round(total / elapsed)}
+
+
+def bench_oms_pull_aio(ap: oms.MessagingAccessPoint, topic: str, batch: int) -> dict[str, Any]:
+    """The same drain through ``consumer.aio().pull()``, every queue in one asyncio loop (as the raw client)."""
+    with ap.create_pull_consumer(consumer_id="bench-oms-pull-aio", operation_timeout=30_000) as pc:
+        queues = pc.queues(topic)
+        aio = pc.aio()
+
+        async def drain(queue: oms.MessageQueue) -> int:
+            offset, count = 0, 0
+            while True:
+                result = await aio.pull(queue, offset, batch)
+                if not result.messages:
+                    return count
+                count += len(result.messages)
+                offset = result.next_offset
+
+        async def drain_all() -> list[int]:
+            return list(await asyncio.gather(*(drain(q) for q in queues)))
+
+        t0 = time.perf_counter()
+        total = sum(asyncio.run(drain_all()))
+        elapsed = time.perf_counter() - t0
+    return {"messages": total, "batch": batch, "queues": len(queues), "msgs_per_s": round(total / elapsed)}
+
+
+def bench_oms_sync_send(ap: oms.MessagingAccessPoint, topic: str, n: int) -> dict[str, Any]:
+    with ap.create_producer(operation_timeout=10_000) as producer:
+        producer.send(oms.BytesMessage(BODY, topic))  # warm-up
+        lat = []
+        t0 = time.perf_counter()
+        for _ in range(n):
+            s = time.perf_counter()
+            producer.send(oms.BytesMessage(BODY, topic))
+            lat.append((time.perf_counter() - s) * 1000)
+        elapsed = time.perf_counter() - t0
+    return {
+        "messages": n,
+        "msgs_per_s": round(n / elapsed),
+        "latency_ms_p50": round(pct(lat, 50), 3),
+        "latency_ms_p99": round(pct(lat, 99), 3),
+    }
+
+
+def bench_oms_push(ap: oms.MessagingAccessPoint, topic: str, n: int, batch_size: int = 1) -> dict[str, Any]:
+    """A clustering push consumer (new group, from the first message) consuming ``n`` stored messages."""
+    done = threading.Event()
+    lock = threading.Lock()
+    stamps: list[float] = []
+
+    def on_message(message: Any, context: oms.ConsumeContext) -> object:
+        count = len(message) if isinstance(message, list) else 1
+        with lock:
+            stamps.extend([time.perf_counter()] * count)
+            if len(stamps) >= n:
+                done.set()
+        return oms.ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    group = f"bench-oms-push-{batch_size}"
+    t0 = time.perf_counter()
+    with ap.create_push_consumer(
+        consumer_id=group, consume_from_where="first", consume_message_batch_max_size=batch_size
+    ) as consumer:
+        consumer.attach_queue(topic, on_message, batch=batch_size > 1)
+        finished = done.wait(max(60.0, n / 200))
+        total_elapsed = time.perf_counter() - t0
+    with lock:
+        got = len(stamps)
+        first, last = (stamps[0], stamps[-1]) if stamps else (t0, t0)
+    steady = max(last - first, 1e-9)
+    return {
+        "messages": got,
+        "expected": n,
+        "completed": finished,
+        "listener_batch": batch_size,
+        "msgs_per_s": round(got / steady),
+        "msgs_per_s_incl_startup": round(got / total_elapsed),
+    }
+
+
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    best = max(runs, key=lambda r: r["msgs_per_s"])
+    return {**best, "runs_msgs_per_s": [r["msgs_per_s"] for r in runs]}
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    n_batched = 20_480 if quick else 204_800
+    n_sync = 300 if quick else 2000
+    n_push = 3000 if quick else 20_000
+    rounds = 1 if quick else 3
+    raw_produce, oms_produce, raw_pull, oms_pull, oms_pull_aio = [], [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench-oms-") as tmp:
+        broker = Broker(Path(tmp) / "store")
+        try:
+            with oms.get_messaging_access_point(_url(broker.addr)) as ap:
+                for r in range(rounds):  # interleaved, so drift on shared cores hits both sides alike
+                    raw_topic, oms_topic = f"BenchRawT{r}", f"BenchOmsT{r}"
+                    raw_produce.append(asyncio.run(bench_batched_produce(broker.addr, raw_topic, n_batched, BATCH, 4)))
+                    oms_produce.append(bench_oms_send_batch(ap, oms_topic, n_batched, THREADS))
+                    # both consumers read the same stored messages
+                    raw_pull.append(asyncio.run(bench_pull_batch(broker.addr, oms_topic, BATCH)))
+                    oms_pull.append(bench_oms_pull(ap, oms_topic, BATCH))
+                    oms_pull_aio.append(bench_oms_pull_aio(ap, oms_topic, BATCH))
+                sync = bench_oms_sync_send(ap, "BenchOmsSyncT", n_sync)
+                send_async = bench_oms_send_async(ap, "BenchOmsAsyncT", n_sync * 5, 1000)
+                push_topic = "BenchOmsPushT"
+                with ap.create_producer(operation_timeout=30_000) as producer:
+                    for k in range(0, n_push, BATCH):
+                        producer.send_batch([oms.BytesMessage(BODY, push_topic) for _ in range(min(BATCH, n_push - k))])
+                push = bench_oms_push(ap, push_topic, n_push)
+                push32 = bench_oms_push(ap, push_topic, n_push, batch_size=32)
+        finally:
+            broker.stop()
+    produce = {"raw": _best(raw_produce), "oms_send_batch_threads": _best(oms_produce)}
+    pull = {"raw_pull_batch": _best(raw_pull), "oms_pull": _best(oms_pull), "oms_pull_aio": _best(oms_pull_aio)}
+    raw_p, oms_p = produce["raw"]["msgs_per_s"], produce["oms_send_batch_threads"]["msgs_per_s"]
+    raw_c, oms_c = pull["raw_pull_batch"]["msgs_per_s"], pull["oms_pull"]["msgs_per_s"]
+    summary = {
+        "raw_batched_produce_msgs_per_s": raw_p,
+        "oms_send_batch_msgs_per_s": oms_p,
+        "produce_ratio_oms_over_raw": round(oms_p / raw_p, 3),
+        "raw_pull_batch_msgs_per_s": raw_c,
+        "oms_pull_msgs_per_s": oms_c,
+        "pull_ratio_oms_over_raw": round(oms_c / raw_c, 3),
+        "oms_pull_aio_msgs_per_s": pull["oms_pull_aio"]["msgs_per_s"],
+        "pull_aio_ratio_oms_over_raw": round(pull["oms_pull_aio"]["msgs_per_s"] / raw_c, 3),
+        "oms_sync_send_msgs_per_s": sync["msgs_per_s"],
+        "oms_send_async_msgs_per_s": send_async["msgs_per_s"],
+        "oms_push_clustering_msgs_per_s": push["msgs_per_s"],
+        "oms_push_clustering_batch32_msgs_per_s": push32["msgs_per_s"],
+        "target_min_ratio": 0.8,
+        "produce_meets_target": oms_p / raw_p >= 0.8,
+        "pull_meets_target": oms_c / raw_c >= 0.8,
+        "body_bytes": BODY_SIZE,
+        "rounds": rounds,
+    }
+    return {
+        "summary": summary,
+        "produce": produce,
+        "pull": pull,
+        "sync_send": sync,
+        "send_async": send_async,
+        "push": push,
+        "push32": push32,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    result = run(quick=args.quick)
+    path = write_result("oms", result)
+    print(json.dumps(result["summary"], indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

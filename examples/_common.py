@@ -18,6 +18,17 @@ import oms
 DEFAULT_ADDR = "127.0.0.1:8081"
 
 
+_OUTPUT_LOCK = threading.Lock()
+
+
+def say(*parts: object) -> None:
+    """Print one line atomically: listener threads and the main thread never interleave inside a line."""
+    line = " ".join(str(p) for p in parts) + "\n"
+    with _OUTPUT_LOCK:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
 class ExampleError(Exception):
     """The example did not see what it expected; ``run`` prints the message and exits 1."""
 
@@ -80,5 +91,5 @@ def run(main: Callable[[argparse.Namespace], None], description: str, timeout: f
     except oms.OMSException as exc:
         print(f"FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)
-    print("OK", flush=True)
+    say("OK")
     sys.exit(0)

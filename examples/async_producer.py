@@ -29,10 +29,10 @@ def main(args: argparse.Namespace) -> None:
             with lock:
                 if error is None:
                     ok.append(index)
-                    print(f"{index:<4} OK {future.get().message_id}", flush=True)
+                    _common.say(f"{index:<4} OK {future.get().message_id}")
                 else:
                     failed.append(f"{index}: {error}")
-                    print(f"{index:<4} Exception {error}", flush=True)
+                    _common.say(f"{index:<4} Exception {error}")
             done.release()
 
         return listener
@@ -42,13 +42,13 @@ def main(args: argparse.Namespace) -> None:
         for i in range(COUNT):
             msg = oms.BytesMessage("Hello world", TOPIC, tags="TagA", keys=["OrderID188"])
             producer.send_async(msg).add_listener(on_complete(i))
-        print(f"{COUNT} sends in flight", flush=True)
+        _common.say(f"{COUNT} sends in flight")
         for _ in range(COUNT):
             if not done.acquire(timeout=args.timeout):
                 raise _common.ExampleError(f"only {len(ok) + len(failed)} of {COUNT} async sends completed")
     if failed:
         raise _common.ExampleError(f"{len(failed)} async sends failed: {failed}")
-    print(f"sent {len(ok)} messages asynchronously", flush=True)
+    _common.say(f"sent {len(ok)} messages asynchronously")
 
 
 if __name__ == "__main__":

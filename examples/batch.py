@@ -57,21 +57,21 @@ def main(args: argparse.Namespace) -> None:
 
         small = [oms.BytesMessage(f"Hello world {i}", TOPIC, tags="TagA", keys=[f"{run}-{i}"]) for i in range(3)]
         results = producer.send_batch(small)
-        print(f"small batch: {len(results)} messages in one request", flush=True)
+        _common.say(f"small batch: {len(results)} messages in one request")
 
         filler = b"x" * (BIG_BODY - 16)
         big = [oms.BytesMessage(f"{run}-{i:06d}-".encode() + filler, TOPIC, tags="TagB") for i in range(BIG_COUNT)]
         total = sum(map(message_size, big))
-        print(f"big list: {len(big)} messages, {total} bytes (limit {SIZE_LIMIT})", flush=True)
+        _common.say(f"big list: {len(big)} messages, {total} bytes (limit {SIZE_LIMIT})")
         requests = 0
         for number, chunk in enumerate(ListSplitter(big), 1):
             weight = sum(map(message_size, chunk))
             sent = producer.send_batch(chunk)
             requests += 1
-            print(f"batch {number}: {len(sent)} messages, {weight} bytes, sent", flush=True)
+            _common.say(f"batch {number}: {len(sent)} messages, {weight} bytes, sent")
         if requests < 2:
             raise _common.ExampleError(f"a {total}-byte list went in {requests} request")
-        print(f"big list sent in {requests} batches", flush=True)
+        _common.say(f"big list sent in {requests} batches")
 
         expected = len(small) + len(big)
         _common.wait_for(
@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> None:
             args.timeout,
             f"{expected} messages stored",
         )
-        print(f"broker stored {rm.topic_status(TOPIC).total_messages - before} messages", flush=True)
+        _common.say(f"broker stored {rm.topic_status(TOPIC).total_messages - before} messages")
 
 
 if __name__ == "__main__":

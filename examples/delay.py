@@ -30,10 +30,9 @@ def main(args: argparse.Namespace) -> None:
             sent_ms = float(message.user_headers()[SENT_AT])
             stored_ms = message.store_timestamp or 0
             delays.append((now_ms - sent_ms) / 1000)
-            print(
+            _common.say(
                 f"received message {message.message_id} {delays[-1]:.2f}s after send"
-                f" ({(now_ms - stored_ms) / 1000:.2f}s after it was stored)",
-                flush=True,
+                f" ({(now_ms - stored_ms) / 1000:.2f}s after it was stored)"
             )
             arrived.set()
         return oms.ConsumeConcurrentlyStatus.CONSUME_SUCCESS
@@ -48,11 +47,11 @@ def main(args: argparse.Namespace) -> None:
             msg = oms.BytesMessage(run, TOPIC, delay_level=DELAY_LEVEL)
             msg.put_user_headers(SENT_AT, str(int(time.time() * 1000)))
             result = producer.send(msg)
-            print(f"sent message {result.message_id} with delay level {DELAY_LEVEL}", flush=True)
+            _common.say(f"sent message {result.message_id} with delay level {DELAY_LEVEL}")
             _common.wait_for(lambda: bool(delays), args.timeout, "the delayed message", arrived)
     if delays[0] < 9:
         raise _common.ExampleError(f"the message came {delays[0]:.2f}s after send, too early for level 3 (10 s)")
-    print(f"delay observed: {delays[0]:.2f}s", flush=True)
+    _common.say(f"delay observed: {delays[0]:.2f}s")
 
 
 if __name__ == "__main__":

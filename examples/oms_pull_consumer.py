@@ -23,16 +23,16 @@ def main(args: argparse.Namespace) -> None:
             consumer.attach_queue(TOPIC)
             with ap.create_producer() as producer:
                 result = producer.send(oms.BytesMessage(f"OMS_PULL_BODY {_common.run_id()}", TOPIC))
-            print(f"send message OK, msgId: {result.message_id}", flush=True)
+            _common.say(f"send message OK, msgId: {result.message_id}")
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 message = consumer.receive(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
                 if message is None:
                     continue
                 consumer.ack(message)
-                print(f"received message {message.message_id}: {message.get_body(str)!r}, acked", flush=True)
+                _common.say(f"received message {message.message_id}: {message.get_body(str)!r}, acked")
                 if message.message_id == result.message_id:
-                    print(f"pulled the message sent, msgId: {message.message_id}", flush=True)
+                    _common.say(f"pulled the message sent, msgId: {message.message_id}")
                     return
             raise _common.ExampleError(f"message {result.message_id} was not received in {args.timeout:.0f}s")
 

@@ -24,7 +24,7 @@ def main(args: argparse.Namespace) -> None:
         """An OMS ``MessageListener``: ``on_received(message, context)``, answered with ``context.ack()``."""
 
         def on_received(self, message: oms.BytesMessage, context: oms.ConsumeContext) -> None:
-            print(f"received one message: {message.message_id} {message.get_body(str)!r}", flush=True)
+            _common.say(f"received one message: {message.message_id} {message.get_body(str)!r}")
             context.ack()
             if message.get_body(str) == body:
                 got.set()
@@ -33,13 +33,13 @@ def main(args: argparse.Namespace) -> None:
         _common.ensure_topic(ap, TOPIC)
         with ap.create_push_consumer(consumer_id=GROUP, consume_from_where="first") as consumer:
             consumer.attach_queue(TOPIC, Listener())
-            print(f"push consumer of {TOPIC} started", flush=True)
+            _common.say(f"push consumer of {TOPIC} started")
             with ap.create_producer() as producer:
                 result = producer.send(oms.BytesMessage(body, TOPIC))
-            print(f"send message OK, msgId: {result.message_id}", flush=True)
+            _common.say(f"send message OK, msgId: {result.message_id}")
             if not got.wait(args.timeout):
                 raise _common.ExampleError(f"message {result.message_id} was not consumed in {args.timeout:.0f}s")
-    print("consumed the message sent", flush=True)
+    _common.say("consumed the message sent")
 
 
 if __name__ == "__main__":

@@ -22,14 +22,14 @@ def main(args: argparse.Namespace) -> None:
         before = rm.topic_status(TOPIC).total_messages
         for i in range(COUNT):
             producer.send_oneway(oms.BytesMessage(f"Hello RocketMQ {i}", TOPIC, tags="TagA"))
-        print(f"sent {COUNT} messages one-way (no results)", flush=True)
+        _common.say(f"sent {COUNT} messages one-way (no results)")
         # one-way sends report nothing: check on the broker that they were stored
         _common.wait_for(
             lambda: rm.topic_status(TOPIC).total_messages - before >= COUNT,
             args.timeout,
             f"{COUNT} one-way messages to be stored",
         )
-        print(f"broker stored {rm.topic_status(TOPIC).total_messages - before} messages", flush=True)
+        _common.say(f"broker stored {rm.topic_status(TOPIC).total_messages - before} messages")
 
 
 if __name__ == "__main__":

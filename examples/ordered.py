@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> None:
     def on_message(message: oms.BytesMessage, context: oms.ConsumeContext) -> oms.ConsumeOrderlyStatus:
         tag, order_id, step = message.get_body(str).split(" ")
         with lock:
-            print(f"consumed order {order_id} step {step} queue={context.message_queue}", flush=True)
+            _common.say(f"consumed order {order_id} step {step} queue={context.message_queue}")
             if tag == run:
                 consumed.setdefault(int(order_id), []).append(step)
         arrived.set()
@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> None:
             for i, (order_id, step) in enumerate(ORDERS):
                 msg = oms.BytesMessage(f"{run} {order_id} {step}", TOPIC, tags=TAGS[i % len(TAGS)], keys=[f"KEY{i}"])
                 result = producer.send(msg, selector=by_order_id, arg=order_id)
-                print(f"sent order {order_id} step {step}: {result.status} queue={result.queue}", flush=True)
+                _common.say(f"sent order {order_id} step {step}: {result.status} queue={result.queue}")
         with ap.create_push_consumer(consumer_id=GROUP, orderly=True, consume_from_where="first") as consumer:
             consumer.attach_queue(TOPIC, on_message, " || ".join(TAGS))
             _common.wait_for(
@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> None:
         got = consumed.get(order_id, [])
         if got != steps:
             raise _common.ExampleError(f"order {order_id} consumed as {got}, sent as {steps}")
-        print(f"order {order_id} in order: {' -> '.join(got)}", flush=True)
+        _common.say(f"order {order_id} in order: {' -> '.join(got)}")
 
 
 if __name__ == "__main__":

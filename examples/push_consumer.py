@@ -27,7 +27,7 @@ def main(args: argparse.Namespace) -> None:
         body = message.get_body(str)
         tag, _, index = body.partition(":")
         with lock:
-            print(f"received {body!r} tag={message.tags} msg_id={message.message_id}", flush=True)
+            _common.say(f"received {body!r} tag={message.tags} msg_id={message.message_id}")
             if tag == run:  # messages of earlier runs may still be waiting in the group
                 received.add(int(index))
             arrived.set()
@@ -38,12 +38,12 @@ def main(args: argparse.Namespace) -> None:
         with ap.create_producer() as producer:
             for i in range(COUNT):
                 producer.send(oms.BytesMessage(f"{run}:{i}", TOPIC, tags="TagA"))
-        print(f"sent {COUNT} messages (run {run})", flush=True)
+        _common.say(f"sent {COUNT} messages (run {run})")
         with ap.create_push_consumer(consumer_id=GROUP, consume_from_where="first") as consumer:
             consumer.attach_queue(TOPIC, on_message, "TagA")
-            print("consumer started", flush=True)
+            _common.say("consumer started")
             _common.wait_for(lambda: len(received) >= COUNT, args.timeout, f"{COUNT} messages", arrived)
-    print(f"consumed all {COUNT} messages", flush=True)
+    _common.say(f"consumed all {COUNT} messages")
 
 
 if __name__ == "__main__":

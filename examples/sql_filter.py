@@ -30,7 +30,7 @@ def main(args: argparse.Namespace) -> None:
     def on_message(message: oms.BytesMessage, context: oms.ConsumeContext) -> oms.ConsumeConcurrentlyStatus:
         a = message.user_headers().get("a")
         with lock:
-            print(f"received {message.get_body(str)!r} a={a}", flush=True)
+            _common.say(f"received {message.get_body(str)!r} a={a}")
             if message.get_body(str).startswith(run) and a is not None:
                 received.append(int(a))
         arrived.set()
@@ -43,15 +43,15 @@ def main(args: argparse.Namespace) -> None:
                 tag = ("TagA", "TagB", "TagC")[i % 3]
                 msg = oms.BytesMessage(f"{run} Hello RocketMQ {i}", TOPIC, tags=tag).put_user_headers("a", str(i))
                 producer.send(msg)
-        print(f"sent {COUNT} messages with a = 0..{COUNT - 1}", flush=True)
+        _common.say(f"sent {COUNT} messages with a = 0..{COUNT - 1}")
         with ap.create_push_consumer(consumer_id=GROUP, consume_from_where="first") as consumer:
             consumer.attach_queue(TOPIC, on_message, oms.MessageSelector.by_sql(SQL))
-            print(f"subscribed with SQL92 {SQL!r}", flush=True)
+            _common.say(f"subscribed with SQL92 {SQL!r}")
             _common.wait_for(lambda: len(received) >= len(EXPECTED), args.timeout, "the matching messages", arrived)
             time.sleep(QUIET)
     if sorted(received) != sorted(EXPECTED):
         raise _common.ExampleError(f"received a = {sorted(received)}, expected exactly {sorted(EXPECTED)}")
-    print(f"received only a in {sorted(received)}", flush=True)
+    _common.say(f"received only a in {sorted(received)}")
 
 
 if __name__ == "__main__":

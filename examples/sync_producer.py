@@ -24,10 +24,10 @@ def main(args: argparse.Namespace) -> None:
         for i in range(COUNT):
             msg = oms.BytesMessage(f"Hello RocketMQ {i}", TOPIC, tags="TagA")
             result = producer.send(msg)
-            print(f"sent {i} status={result.status} msg_id={result.message_id} topic={result.topic}", flush=True)
+            _common.say(f"sent {i} status={result.status} msg_id={result.message_id} topic={result.topic}")
             if result.status != oms.SendStatus.SEND_OK:
                 raise _common.ExampleError(f"message {i}: status {result.status}")
-        print(f"sent {COUNT} messages synchronously", flush=True)
+        _common.say(f"sent {COUNT} messages synchronously")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> None:
         return int(index) if tag == run else None
 
     def execute(message: oms.BytesMessage, context: oms.TransactionContext) -> str:
-        print(f"local transaction of {message.get_body(str)!r}: unknown", flush=True)
+        _common.say(f"local transaction of {message.get_body(str)!r}: unknown")
         return "unknown"  # undecided: the broker will ask the producer later
 
     def check(message: oms.BytesMessage, context: oms.TransactionContext) -> str:
@@ -42,10 +42,7 @@ def main(args: argparse.Namespace) -> None:
             return "rollback"  # a half message left over from an earlier run
         decision = "commit" if index % 2 == 0 else "rollback"
         with lock:
-            print(
-                f"check-back of {message.get_body(str)!r} after {time.monotonic() - started:.1f}s: {decision}",
-                flush=True,
-            )
+            _common.say(f"check-back of {message.get_body(str)!r} after {time.monotonic() - started:.1f}s: {decision}")
             checked.setdefault(index, decision)
         arrived.set()
         return decision
@@ -53,7 +50,7 @@ def main(args: argparse.Namespace) -> None:
     def on_message(message: oms.BytesMessage, context: oms.ConsumeContext) -> oms.ConsumeConcurrentlyStatus:
         index = index_of(message)
         with lock:
-            print(f"received {message.get_body(str)!r} transaction_id={message.transaction_id}", flush=True)
+            _common.say(f"received {message.get_body(str)!r} transaction_id={message.transaction_id}")
             if index is not None:
                 received.append(index)
         arrived.set()
@@ -68,10 +65,9 @@ def main(args: argparse.Namespace) -> None:
             consumer.attach_queue(TOPIC, on_message)
             for i in range(COUNT):
                 result = producer.send(oms.BytesMessage(f"{run}:{i}", TOPIC, tags="TagA"), execute)
-                print(
+                _common.say(
                     f"sent half message {i}: transaction_id={result.transaction_id}"
-                    f" resolution={result.transaction_resolution}",
-                    flush=True,
+                    f" resolution={result.transaction_resolution}"
                 )
             commits = {i for i in range(COUNT) if i % 2 == 0}
             _common.wait_for(
@@ -82,10 +78,10 @@ def main(args: argparse.Namespace) -> None:
             )
             time.sleep(QUIET)
     for i in range(COUNT):
-        print(f"message {i}: unknown, then {checked[i]} by check-back", flush=True)
+        _common.say(f"message {i}: unknown, then {checked[i]} by check-back")
     if sorted(received) != sorted(commits):
         raise _common.ExampleError(f"received {sorted(received)}, expected only the committed {sorted(commits)}")
-    print(f"received only the committed messages {sorted(received)}", flush=True)
+    _common.say(f"received only the committed messages {sorted(received)}")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,6 @@ def run(quick: bool = False) -> dict[str, Any]:
         try:
             plugins = BrokerPlugins.create(builtin_plugins(BrokerConfig(), root), load_entry_points=False)
             manager = ConsumerFilterManager(root / "config.json", store, plugins.compile_filter, plugins.filter_bits)
-            store.add_dispatcher(manager)
             compiled = plugins.compile_filter("SQL92", "n = 7 AND region = 'eu'")
             with_bloom = manager.filter_for("bench", TOPIC, compiled)
             # Puts with one registered SQL92 group pay for the evaluation at dispatch.

@@ -84,6 +84,7 @@ class ConsumerFilterManager:
         self._by_topic: dict[str, dict[str, FilterRegistration]] = {}
         self._lists: dict[str, list[FilterRegistration]] = {}  # per topic, what the dispatcher iterates
         self._wrapped: dict[tuple[str, str, str, str], BloomCheckedFilter] = {}
+        self._dispatching = False
         if enabled:
             store.enable_cq_ext(self.bloom.byte_length)
 
@@ -134,6 +135,10 @@ class ConsumerFilterManager:
         regs = self._by_topic.setdefault(topic, {})
         regs[group] = reg
         self._lists[topic] = list(regs.values())
+        if not self._dispatching:
+            # Only once a registration exists: until then puts pay nothing for the filter machinery.
+            self._dispatching = True
+            self.store.add_dispatcher(self)
         return reg
 
     def filter_for(self, group: str, topic: str, compiled: CompiledFilter | None) -> MessageFilter | None:
@@ -150,7 +155,7 @@ class ConsumerFilterManager:
         if reg is None or reg.expression != compiled.expression or reg.expression_type != compiled.expression_type:
             # Registered before reading the end offset: every message stored at or after ``since`` is dispatched
             # with this registration present (see docs/plugins.md, "Bloom pre-check").
-            reg = self._add(group, topic, compiled, 0)
+            self._add(group, topic, compiled, 0)
             since = self.store.get_max_phy_offset()
             reg = self._add(group, topic, compiled, since)
             self.persist()

@@ -108,8 +108,7 @@ class BrokerController:
                 error_rate_percent=cfg.maxErrorRateOfBloomFilter,
                 expected_groups=cfg.expectConsumerNumUseFilter,
             )
-            filters.load()
-            store.add_dispatcher(filters)
+            filters.load()  # registers itself as a dispatcher once a SQL92 group exists
         store.start()
         ctx = BrokerContext(
             config=cfg,

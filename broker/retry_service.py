@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.context import BrokerContext
-from broker.pop.dlq import DLQ_NUMS_PER_GROUP, RETRY_GROUP_TOPIC_PREFIX, dead_letter, dlq_topic
-from broker.store.message import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    MessageExt,
-    MessageExtBrokerInner,
+from broker.pop.dlq import (
+    DLQ_NUMS_PER_GROUP,
+    DROPPED_PROPERTIES,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TRANSACTION_BITS,
+    dead_letter,
+    dlq_topic,
 )
+from broker.store.message import MessageExt, MessageExtBrokerInner
 from broker.store.results import AppendMessageResult
 from broker.timer_service import to_delay_level
 from common import message_const as mc
@@ -27,19 +28,6 @@ from common.logging import get_logger
 from common.route import READ_WRITE
 
 log = get_logger("broker.retry")
-
-_TRANSACTION_BITS = TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE | TRANSACTION_ROLLBACK_TYPE
-# Scheduling and transaction state of the failed copy must not leak into the retry copy.
-_DROPPED = frozenset(
-    {
-        mc.PROPERTY_TIMER_DELIVER_MS,
-        mc.PROPERTY_DELAY_TIME_LEVEL,
-        mc.PROPERTY_TRANSACTION_PREPARED,
-        mc.PROPERTY_POP_CK,
-        mc.PROPERTY_REAL_TOPIC,
-        mc.PROPERTY_REAL_QUEUE_ID,
-    }
-)
 
 
 def retry_topic(group: str) -> str:
@@ -91,7 +79,7 @@ class RetryService:
         return SendBackResult(dest, copy.reconsume_times, deliver_ms)
 
     def _retry_copy(self, dest: str, msg: MessageExt) -> MessageExtBrokerInner:
-        props = {k: v for k, v in msg.properties.items() if k not in _DROPPED}
+        props = {k: v for k, v in msg.properties.items() if k not in DROPPED_PROPERTIES}
         props.setdefault(mc.PROPERTY_RETRY_TOPIC, msg.topic)  # the first failure names the real topic
         props.setdefault(mc.PROPERTY_ORIGIN_MESSAGE_ID, msg.unique_id or msg.msg_id)
         props[mc.PROPERTY_RECONSUME_TIME] = str(msg.reconsume_times + 1)
@@ -101,7 +89,7 @@ class RetryService:
             queue_id=0,
             properties=props,
             flag=msg.flag,
-            sys_flag=msg.sys_flag & ~_TRANSACTION_BITS,
+            sys_flag=msg.sys_flag & ~TRANSACTION_BITS,
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
             store_host=self.ctx.store_host,

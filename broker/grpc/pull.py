@@ -50,7 +50,7 @@ def readable_topic(ctx: BrokerContext, mq: definition_pb2.MessageQueue) -> Topic
     return tc
 
 
-def _remaining(context: Any) -> float | None:
+def remaining_seconds(context: Any) -> float | None:
     try:
         remaining = context.time_remaining()
     except Exception:
@@ -87,7 +87,7 @@ class PullService:
         if request.HasField("long_polling_timeout"):
             lp = request.long_polling_timeout
             polling_s = min(lp.seconds + lp.nanos / 1e9, ctx.config.longPollingMaxMs / 1000)
-        remaining = _remaining(context)
+        remaining = remaining_seconds(context)
         if remaining is not None:
             polling_s = max(0.0, min(polling_s, remaining - DEADLINE_MARGIN_S))
         deadline = time.monotonic() + polling_s

@@ -17,7 +17,7 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from broker import access
 from broker.context import BrokerContext
-from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic
+from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic, remaining_seconds
 from broker.hookspecs import Action
 from broker.pop.dlq import RETRY_GROUP_TOPIC_PREFIX
 from broker.queue_lock_manager import QueueLockManager
@@ -53,12 +53,14 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
         self.retry = RetryService(ctx)
         self.locks = QueueLockManager()
 
-    def _lease_target(self, group: str, topic: str, client_id: str, queue_ids: Iterable[int], context: Any) -> None:
+    def _lease_target(
+        self, rpc: str, group: str, topic: str, client_id: str, queue_ids: Iterable[int], context: Any
+    ) -> None:
         validate_group(group)
         validate_topic(topic, allow_system=topic.startswith(RETRY_GROUP_TOPIC_PREFIX))
         if not client_id.strip():
             raise MQError(Code.CLIENT_ID_REQUIRED, "client_id is required to hold a queue lease")
-        access.check(self.ctx.plugins, context, "LockQueues", access.topic(topic, Action.SUB), access.group(group))
+        access.check(self.ctx.plugins, context, rpc, access.topic(topic, Action.SUB), access.group(group))
         tc = self.ctx.topics.get(topic)
         if tc is None:
             raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on broker {self.ctx.broker_name}")
@@ -68,7 +70,9 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
 
     async def LockQueues(self, request: consume_pb2.LockQueuesRequest, context: Any) -> consume_pb2.LockQueuesResponse:
         try:
-            self._lease_target(request.group, request.topic, request.client_id, request.queue_ids, context)
+            self._lease_target(
+                "LockQueues", request.group, request.topic, request.client_id, request.queue_ids, context
+            )
             max_ms = self.ctx.config.rebalanceLockMaxLiveTime
             if request.lease_ms < 0 or request.lease_ms > max_ms:
                 raise MQError(Code.BAD_REQUEST, f"lease_ms {request.lease_ms} is outside [0, {max_ms}]")
@@ -85,7 +89,9 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
         self, request: consume_pb2.UnlockQueuesRequest, context: Any
     ) -> consume_pb2.UnlockQueuesResponse:
         try:
-            self._lease_target(request.group, request.topic, request.client_id, request.queue_ids, context)
+            self._lease_target(
+                "UnlockQueues", request.group, request.topic, request.client_id, request.queue_ids, context
+            )
             self.locks.unlock(request.group, request.topic, request.client_id, request.queue_ids)
         except MQError as exc:
             log.info("request refused", rpc="UnlockQueues", code=exc.code.name, reason=exc.message)
@@ -155,7 +161,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
             else None
         )
         polling_s = min(request.long_polling_ms / 1000, ctx.config.longPollingMaxMs / 1000)
-        remaining = context.time_remaining() if hasattr(context, "time_remaining") else None
+        remaining = remaining_seconds(context)
         if remaining is not None:
             polling_s = max(0.0, min(polling_s, remaining - DEADLINE_MARGIN_S))
         deadline = time.monotonic() + polling_s

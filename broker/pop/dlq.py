@@ -18,11 +18,11 @@ DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_NUMS_PER_GROUP = 1
 
-# A dead letter is an ordinary message: it must not be re-scheduled or held as a half message.
-_DROPPED_PROPERTIES = frozenset(
+# A dead letter (or a retry copy) is an ordinary message: it must not be re-scheduled or held as a half message.
+DROPPED_PROPERTIES = frozenset(
     {mc.PROPERTY_TIMER_DELIVER_MS, mc.PROPERTY_DELAY_TIME_LEVEL, mc.PROPERTY_TRANSACTION_PREPARED, mc.PROPERTY_POP_CK}
 )
-_TRANSACTION_BITS = TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE | TRANSACTION_ROLLBACK_TYPE
+TRANSACTION_BITS = TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE | TRANSACTION_ROLLBACK_TYPE
 
 
 def dlq_topic(group: str) -> str:
@@ -30,7 +30,7 @@ def dlq_topic(group: str) -> str:
 
 
 def dead_letter(group: str, msg: MessageExt, attempts: int, store_host: tuple[str, int]) -> MessageExtBrokerInner:
-    props = {k: v for k, v in msg.properties.items() if k not in _DROPPED_PROPERTIES}
+    props = {k: v for k, v in msg.properties.items() if k not in DROPPED_PROPERTIES}
     origin_id = msg.unique_id or msg.msg_id
     if mc.PROPERTY_RETRY_TOPIC not in props:
         props[mc.PROPERTY_RETRY_TOPIC] = msg.topic
@@ -44,7 +44,7 @@ def dead_letter(group: str, msg: MessageExt, attempts: int, store_host: tuple[st
         queue_id=0,
         properties=props,
         flag=msg.flag,
-        sys_flag=msg.sys_flag & ~_TRANSACTION_BITS,
+        sys_flag=msg.sys_flag & ~TRANSACTION_BITS,
         born_timestamp=msg.born_timestamp,
         born_host=msg.born_host,
         store_host=store_host,

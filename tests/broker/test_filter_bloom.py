@@ -33,7 +33,6 @@ def _manager(store: DefaultMessageStore, root: Path) -> tuple[BrokerPlugins, Con
         root / "config" / "consumerFilter.json", store, plugins.compile_filter, plugins.filter_bits
     )
     manager.load()
-    store.add_dispatcher(manager)
     return plugins, manager
 
 

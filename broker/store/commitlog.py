@@ -11,7 +11,7 @@ from broker.store import codec
 from broker.store.codec import RecordInfo, ScanStatus
 from broker.store.config import MessageStoreConfig
 from broker.store.mapped_file import MappedFileQueue
-from broker.store.message import MessageExt, MessageExtBrokerInner
+from broker.store.message import MessageExt
 from common.record import OFF_STORE_TIMESTAMP
 
 
@@ -40,47 +40,33 @@ class CommitLog:
             if mf.end_offset <= offset:
                 mf.wrote_position = mf.flushed_position = mf.size
 
-    def append_batch(
-        self,
-        batch: list[tuple[MessageExtBrokerInner, codec.Encoded, int]],
-        store_ts: int,
-        store_host: tuple[str, int],
-    ) -> tuple[list[int], OSError | None]:
-        """Write ``(msg, enc, queue_offset)`` records in order; the caller holds the put lock.
+    def append_batch(self, batch: codec.AppendBatch) -> OSError | None:
+        """Write the records of ``batch`` in order; the caller holds the put lock.
 
-        Records are encoded per segment into one buffer and copied into the map once. Returns the physical
-        offsets of the records written (a prefix of ``batch``) and the error that stopped the rest, if any.
-        Every ``enc.size`` must fit an empty segment (checked by the caller).
+        Records are encoded per segment into one buffer and copied into the map once. On return
+        ``batch.written`` holds the physical offsets of the records written (a prefix of the batch); the error
+        that stopped the rest, if any, is returned. Every record must fit an empty segment (checked by the caller).
         """
-        written: list[int] = []
         limit = self.files.file_size - codec.BLANK.size
-        i, n = 0, len(batch)
+        i, n = 0, len(batch.msgs)
         try:
             while i < n:
                 mf = self.files.get_last_or_create()
-                start = pos = mf.wrote_position
-                chunk: list[tuple[MessageExtBrokerInner, codec.Encoded, int, int]] = []
-                base = mf.start_offset
-                while i < n:
-                    msg, enc, queue_offset = batch[i]
-                    if pos + enc.size > limit:
-                        break
-                    chunk.append((msg, enc, queue_offset, base + pos))
-                    pos += enc.size
-                    i += 1
-                if not chunk and start == 0:
-                    raise codec.RecordError(f"record of {batch[i][1].size} bytes does not fit a segment")
-                if chunk:
-                    mf.view[start:pos] = codec.encode_batch(chunk, store_ts, store_host)
+                start = mf.wrote_position
+                data, i = codec.encode_run(batch, i, mf.start_offset + start, limit - start)
+                if not data and start == 0:
+                    raise codec.RecordError(f"record of {batch.encs[i].size} bytes does not fit a segment")
+                pos = start + len(data)
+                if data:
+                    mf.view[start:pos] = data
                     mf.wrote_position = pos
-                    written.extend(c[3] for c in chunk)
                 if i < n:
                     # The next record does not fit: leave the blank marker, continue in the next segment.
                     codec.write_blank(mf.view, pos, mf.size - pos)
                     mf.wrote_position = mf.size
         except OSError as exc:
-            return written, exc
-        return written, None
+            return exc
+        return None
 
     def flush(self) -> int:
         return self.files.flush()

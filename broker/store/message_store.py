@@ -238,6 +238,9 @@ class DefaultMessageStore:
     def add_dispatcher(self, dispatcher: CommitLogDispatcher) -> None:
         self._dispatchers.append(dispatcher)
 
+    def _queue_max(self, key: tuple[str, int]) -> int:
+        return (self.queues.get(key) or self._queue(*key)).max_offset
+
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
@@ -299,79 +302,62 @@ class DefaultMessageStore:
         host = self.store_host
         for m in msgs:
             m.store_host = host  # the record carries the host that stored it, as the message id does
-        prepare = self._prepare
-        prepared = [prepare(m) for m in msgs]
-        results: list[PutMessageResult] = []
-        arrived: dict[tuple[str, int], int] = {}
+        prepared = self._prepare_all(msgs)
+        bad = [isinstance(enc, PutMessageResult) for enc in prepared]
+        if any(bad):
+            valid = [m for m, b in zip(msgs, bad, strict=True) if not b]
+            encs = [enc for enc in prepared if not isinstance(enc, PutMessageResult)]
+        else:
+            valid, encs = msgs, prepared  # type: ignore[assignment]  # no refusals: every item is Encoded
         index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
         index_enabled = self.config.messageIndexEnable
         queues = self.queues
-        ok = PutMessageStatus.PUT_OK
         keys_prop = mc.PROPERTY_KEYS
         uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         with self._put_lock:
             if not self._running:  # shutdown() won the lock: the files are closed
-                refused = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
-                future.set_result(refused[0] if single else refused * len(msgs))
+                refused_all = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
+                future.set_result(refused_all[0] if single else refused_all * len(msgs))
                 return
             now = int(self.clock() * 1000)
-            batch: list[tuple[MessageExtBrokerInner, codec.Encoded, int]] = []
-            next_offsets: dict[tuple[str, int], int] = {}
-            for msg, enc in zip(msgs, prepared, strict=True):
-                if isinstance(enc, PutMessageResult):
-                    continue
-                key = (msg.topic, msg.queue_id)
-                queue_offset = next_offsets.get(key)
-                if queue_offset is None:
-                    queue_offset = (queues.get(key) or self._queue(*key)).max_offset
-                next_offsets[key] = queue_offset + 1
-                batch.append((msg, enc, queue_offset))
-            written, error = self.commitlog.append_batch(batch, now, host) if batch else ([], None)
+            batch = codec.AppendBatch(valid, encs, now, host, self._queue_max)
+            error = self.commitlog.append_batch(batch) if valid else None
             if error is not None:
                 log.error("commitlog append failed", extra={"error": str(error)})
-            # Queue entries and results; the records of ``batch`` past ``written`` were not stored.
-            cq_entries: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = {}
-            n_written = len(written)
-            put_bytes = 0
-            j = 0
-            for msg, enc in zip(msgs, prepared, strict=True):
-                if isinstance(enc, PutMessageResult):
-                    results.append(enc)
-                    continue
-                if j >= n_written:
-                    results.append(
-                        PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
-                    )
-                    continue
-                queue_offset = batch[j][2]
-                phys = written[j]
-                j += 1
-                size = enc.size
-                put_bytes += size
-                key = (msg.topic, msg.queue_id)
-                entry = cq_entries.get(key)
-                if entry is None:
-                    cq_entries[key] = (queue_offset, [(phys, size, enc.tags_code)])
-                else:
-                    entry[1].append((phys, size, enc.tags_code))
-                results.append(PutMessageResult(ok, AppendMessageResult(phys, size, host, now, queue_offset)))
-                props = msg.properties
-                if index_enabled and props:
-                    uniq = props.get(uniq_prop)
-                    keys = tuple(msg.keys) if keys_prop in props else ()
-                    if keys or uniq:
-                        index_jobs.append((msg.topic, keys, uniq, phys, size, now))
-            for key, (first, entries) in cq_entries.items():
-                queues[key].put_batch(first, entries)
-                arrived[key] = first + len(entries)
-            if index_jobs:
-                self._index_enqueued += 1
-                self._index_queue.put(index_jobs)
+            n_written = len(batch.written)
+            for key, (first, entries) in batch.cq.items():
+                if entries:
+                    queues[key].put_batch(first, entries)
             end_offset = self.commitlog.max_offset
             self.stats.put_messages += n_written
-            self.stats.put_bytes += put_bytes
+            # Results, outside the encoder's loop but still under the lock so the index sees appends in order.
+            stored = [
+                PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(phys, enc.size, host, now, qo))
+                for phys, enc, qo in zip(batch.written, encs, batch.queue_offsets, strict=False)  # a prefix was written
+            ]
+            self.stats.put_bytes += sum(enc.size for enc in encs[:n_written])
+            if index_enabled:
+                for msg, phys, enc in zip(valid, batch.written, encs, strict=False):
+                    props = msg.properties
+                    if props:
+                        uniq = props.get(uniq_prop)
+                        keys = tuple(msg.keys) if keys_prop in props else ()
+                        if keys or uniq:
+                            index_jobs.append((msg.topic, keys, uniq, phys, enc.size, now))
+                if index_jobs:
+                    self._index_enqueued += 1
+                    self._index_queue.put(index_jobs)
+        if n_written < len(valid):
+            lost = PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
+            stored.extend([lost] * (len(valid) - n_written))
+        if valid is msgs:
+            results = stored
+        else:
+            it = iter(stored)
+            results = [enc if isinstance(enc, PutMessageResult) else next(it) for enc in prepared]
+        arrived = {key: first + len(entries) for key, (first, entries) in batch.cq.items() if entries}
         if self._dispatchers and n_written:
-            for msg, r in zip(msgs, results, strict=True):
+            for msg, r in zip(valid, stored, strict=True):
                 if r.append_result is not None:
                     for d in self._dispatchers:
                         d.dispatch(msg, r.append_result)
@@ -390,6 +376,21 @@ class DefaultMessageStore:
                 self._flush_cond.notify()
         if closed:  # shutdown's final flush already covered this append
             self._finish([(waiter, results)])
+
+    def _prepare_all(self, msgs: list[MessageExtBrokerInner]) -> list[codec.Encoded | PutMessageResult]:
+        """Encode what can be encoded before the lock; a refused message gets its result instead."""
+        max_body, max_record = self.config.maxMessageSize, self._max_record_size
+        prepare = codec.prepare
+        out: list[codec.Encoded | PutMessageResult] = []
+        add = out.append
+        for msg in msgs:
+            try:
+                enc = prepare(msg)
+            except codec.RecordError:
+                add(self._prepare(msg))  # the slow path names the field and the limit
+                continue
+            add(enc if enc.size <= max_record and len(msg.body) <= max_body else self._prepare(msg))
+        return out
 
     def _prepare(self, msg: MessageExtBrokerInner) -> codec.Encoded | PutMessageResult:
         if len(msg.body) > self.config.maxMessageSize:

@@ -101,26 +101,50 @@ def test_oversized_properties_are_refused() -> None:
         raise AssertionError("oversized properties were accepted")
 
 
-@given(st.lists(messages, min_size=1, max_size=6), st.integers(0, 2**40), st.integers(0, 2**42))
+@given(
+    st.lists(messages, min_size=1, max_size=6),
+    st.integers(0, 2**40),
+    st.integers(0, 2**42),
+    st.integers(0, 3000),
+    st.integers(0, 2**40),
+)
 @settings(max_examples=100, deadline=None)
-def test_batch_encoding_is_the_records_back_to_back(
-    msgs: list[MessageExtBrokerInner], phys: int, store_ts: int
+def test_encode_run_is_the_records_back_to_back(
+    msgs: list[MessageExtBrokerInner], phys: int, store_ts: int, room: int, first_offset: int
 ) -> None:
+    """The store's one-pass encoder writes what ``encode`` writes, stops at ``room``, numbers each queue."""
     store_host = ("192.168.0.1", 10911)
-    items = []
-    expected = b""
-    for i, m in enumerate(msgs):
+    for m in msgs:
         m.store_host = store_host
-        enc = codec.prepare(m)
-        items.append((m, enc, i, phys + len(expected)))
-        expected += codec.encode(m, i, phys + len(expected), store_ts)
-    assert codec.encode_batch(items, store_ts, store_host) == expected
+    encs = [codec.prepare(m) for m in msgs]
+    batch = codec.AppendBatch(msgs, encs, store_ts, store_host, queue_max=lambda key: first_offset + key[1])
+    data, end = codec.encode_run(batch, 0, phys, room)
+    expected = b""
+    next_offsets: dict[tuple[str, int], int] = {}
+    for m, enc in zip(msgs, encs, strict=True):
+        if len(expected) + enc.size > room:
+            break
+        key = (m.topic, m.queue_id)
+        qo = next_offsets.get(key, first_offset + m.queue_id)
+        next_offsets[key] = qo + 1
+        expected += codec.encode(m, qo, phys + len(expected), store_ts)
+    assert data == expected
+    assert end == len(batch.written) == len(batch.queue_offsets)
     pos = 0
-    for i, m in enumerate(msgs):
-        info = codec.check_record(expected, pos, len(expected))
-        assert info.status is ScanStatus.OK and info.queue_offset == i and info.physical_offset == phys + pos
-        assert codec.decode(expected, pos).body == m.body
+    for i in range(end):
+        info = codec.check_record(data, pos, len(data))
+        assert info.status is ScanStatus.OK
+        assert (info.queue_offset, info.physical_offset) == (batch.queue_offsets[i], batch.written[i])
+        assert batch.written[i] == phys + pos
+        assert codec.decode(data, pos).body == msgs[i].body
         pos += info.size
+    entries = sum(len(e) for _, e in batch.cq.values())
+    assert entries == end
+    for (topic, qid), (first, queue_entries) in batch.cq.items():
+        assert first == first_offset + qid
+        assert [p for p, _, _ in queue_entries] == [
+            batch.written[i] for i in range(end) if (msgs[i].topic, msgs[i].queue_id) == (topic, qid)
+        ]
 
 
 def test_explicit_tags_code_wins_over_the_tag_hash() -> None:

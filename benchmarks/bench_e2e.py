@@ -24,7 +24,9 @@ from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from benchmarks.common import pct, write_result
-from common.proto import consume_pb2, consume_pb2_grpc
+from common.message_batch import BatchEntry, encode_message_batch
+from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
+from common.proto import consume_pb2, consume_pb2_grpc, produce_pb2, produce_pb2_grpc
 from common.record import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,6 +155,51 @@ async def bench_batched_produce(addr: str, topic: str, total: int, batch: int, c
         elapsed = time.perf_counter() - t0
     sent = rounds * batch
     return {
+        "messages": sent,
+        "batch": batch,
+        "concurrency": concurrency,
+        "msgs_per_s": round(sent / elapsed),
+        "mb_per_s": round(sent * BODY_SIZE / elapsed / 1e6, 1),
+    }
+
+
+async def bench_send_batch(addr: str, topic: str, total: int, batch: int, concurrency: int) -> dict[str, Any]:
+    """``Produce/SendBatch``: the same 100-byte messages (id, no tag) as one MessageBatch payload per request."""
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        stub = produce_pb2_grpc.ProduceStub(ch)
+        body = b"x" * BODY_SIZE
+        requests = [
+            produce_pb2.SendBatchRequest(
+                topic=topic,
+                queue_id=-1,
+                count=batch,
+                messages=encode_message_batch(
+                    BatchEntry(0, body, {UNIQ_KEY: f"01BATCH{k * batch + i:027X}"}) for i in range(batch)
+                ),
+            )
+            for k in range(8)
+        ]
+        first = await stub.SendBatch(requests[0])
+        assert first.status.code == definition_pb2.Code.OK, first.status
+        rounds = total // batch
+        done = 0
+
+        async def worker(w: int) -> None:
+            nonlocal done
+            k = w
+            while done < rounds:
+                done += 1
+                resp = await stub.SendBatch(requests[k % len(requests)])
+                if resp.status.code != definition_pb2.Code.OK:
+                    raise RuntimeError(resp.status.message)
+                k += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        elapsed = time.perf_counter() - t0
+    sent = rounds * batch
+    return {
+        "rpc": "Produce/SendBatch",
         "messages": sent,
         "batch": batch,
         "concurrency": concurrency,
@@ -407,6 +454,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         try:
             official = bench_official_producer(broker.addr, n_official)
             batched = asyncio.run(bench_batched_produce(broker.addr, "BenchBatchT", n_batched, 1024, 4))
+            send_batch = asyncio.run(bench_send_batch(broker.addr, "BenchSendBatchT", n_batched, 1024, 4))
             pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
             pull_batch = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024))
             receive_ack = asyncio.run(bench_receive_ack(broker.addr, "BenchBatchT", 32, 4))
@@ -423,6 +471,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "official_sync_send_msgs_per_s": official["sync_msgs_per_s"],
         "official_async_send_msgs_per_s": official["async_msgs_per_s"],
         "batched_produce_msgs_per_s": batched["msgs_per_s"],
+        "send_batch_produce_msgs_per_s": send_batch["msgs_per_s"],
         "pull_consume_msgs_per_s": pull["msgs_per_s"],
         "pull_batch_consume_msgs_per_s": pull_batch["msgs_per_s"],
         "receive_ack_consume_msgs_per_s": receive_ack["msgs_per_s"],
@@ -439,6 +488,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "summary": summary,
         "official_producer": official,
         "batched_produce": batched,
+        "send_batch_produce": send_batch,
         "pull": pull,
         "pull_batch": pull_batch,
         "receive_ack": receive_ack,

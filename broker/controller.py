@@ -20,6 +20,7 @@ from broker.config import BrokerSettings
 from broker.consumer_filter_manager import ConsumerFilterManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.context import BrokerContext
+from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
 from broker.long_polling import LongPollingService
@@ -31,7 +32,7 @@ from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
 from common.logging import get_logger
-from common.proto import consume_pb2_grpc
+from common.proto import consume_pb2_grpc, produce_pb2_grpc
 from common.v2.settings import SettingsPolicy
 from common.v2.telemetry import TelemetryHub
 
@@ -139,6 +140,7 @@ class BrokerController:
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
         consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)
+        produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         try:
             self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
         except RuntimeError as exc:

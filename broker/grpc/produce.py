@@ -1,0 +1,163 @@
+"""``orbitmq.produce.Produce/SendBatch``: RocketMQ's batch send over gRPC (one MessageBatch payload per request).
+
+Same rules as v2 SendMessage for a batch of normal messages (topic, body, tag, keys, user properties, 4 MiB of
+bodies, topic type and permission, ACL, store hooks); the batch goes to one queue, contiguously, or not at all.
+Delay, transaction and FIFO properties are refused: those go through v2 SendMessage (RocketMQ's batches refuse them
+too).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker import access
+from broker.context import BrokerContext
+from broker.grpc.errors import guarded
+from broker.grpc.send import _PUT_STATUS_CODES
+from broker.grpc.servicer import _peer
+from broker.hookspecs import Action
+from broker.store.message import MessageExtBrokerInner
+from common import message_const as mc
+from common.errors import Code, MQError
+from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from common.message_batch import BatchEntry, decode_message_batch
+from common.proto import produce_pb2, produce_pb2_grpc
+from common.route import PermName, TopicConfig, TopicMessageType
+from common.validation import (
+    MessageKind,
+    check_message_type,
+    validate_body,
+    validate_keys,
+    validate_properties_size,
+    validate_tag,
+    validate_topic,
+    validate_user_properties,
+)
+
+# What a batch message may carry besides user properties; everything else reserved is refused by the user check.
+_TAGS, _KEYS, _UNIQ = mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_SYSTEM_ALLOWED = frozenset({_TAGS, _KEYS, _UNIQ})
+
+
+def _status(code: int, message: str = "") -> produce_pb2.Status:
+    return produce_pb2.Status(code=int(code), message=message)
+
+
+def validate_batch_message(entry: BatchEntry, index: int, max_body_size: int) -> None:
+    """The v2 checks of one message, on its stored properties; errors name the message's index in the batch."""
+    try:
+        validate_body(entry.body, max_body_size)
+        props = entry.properties
+        uniq = props.get(_UNIQ)
+        if uniq is None or not uniq.strip():
+            raise MQError(Code.ILLEGAL_MESSAGE_ID, f"property {_UNIQ} (the message id) is missing or blank")
+        size = 0
+        tag = props.get(_TAGS)
+        if tag is not None:
+            validate_tag(tag)
+            size += len(tag.encode("utf-8"))
+        keys = props.get(_KEYS)
+        if keys is not None:
+            split = keys.split(mc.KEY_SEPARATOR)
+            validate_keys(split)
+            size += sum(len(k.encode("utf-8")) for k in split)
+        n_system = 1 + (tag is not None) + (keys is not None)
+        if len(props) > n_system:
+            size += validate_user_properties({k: v for k, v in props.items() if k not in _SYSTEM_ALLOWED})
+        validate_properties_size(size)
+    except MQError as exc:
+        raise MQError(exc.code, f"message {index} of the batch: {exc.message}") from exc
+
+
+class ProduceServicer(produce_pb2_grpc.ProduceServicer):
+    """Owns its round-robin counters (loop-only state), like v2 SendMessage's ``SendService``."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self._round_robin: dict[str, int] = {}
+
+    def _queue_for(self, tc: TopicConfig, requested: int) -> int:
+        n = max(1, tc.write_queue_nums)
+        if requested < 0:
+            i = self._round_robin.get(tc.topic_name, -1) + 1
+            self._round_robin[tc.topic_name] = i
+            return i % n
+        if requested >= n:
+            raise MQError(Code.BAD_REQUEST, f"queue_id {requested} is outside [0, {n}) of topic {tc.topic_name!r}")
+        return requested
+
+    def _topic(self, topic: str) -> TopicConfig:
+        tc = self.ctx.topics.get_or_auto_create(topic, TopicMessageType.NORMAL)
+        if not PermName.is_writeable(tc.perm):
+            raise MQError(Code.FORBIDDEN, f"topic {topic!r} is not writeable on broker {self.ctx.broker_name}")
+        if self.ctx.config.enableTopicMessageTypeCheck:
+            check_message_type(MessageKind.NORMAL, tc.message_type.value, topic)
+        return tc
+
+    async def SendBatch(self, request: produce_pb2.SendBatchRequest, context: Any) -> produce_pb2.SendBatchResponse:
+        async def run() -> produce_pb2.SendBatchResponse:
+            topic = request.topic
+            access.check(self.ctx.plugins, context, "SendBatch", access.topic(topic, Action.PUB))
+            validate_topic(topic)
+            entries = decode_message_batch(request.messages, request.count, MAX_SEND_BATCH_MESSAGES)
+            max_body = self.ctx.config.maxMessageSize
+            total = 0
+            for i, entry in enumerate(entries):
+                validate_batch_message(entry, i, max_body)
+                total += len(entry.body)
+            if total > MAX_BATCH_SIZE:
+                raise MQError(
+                    Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
+                )
+            tc = self._topic(topic)
+            queue_id = self._queue_for(tc, request.queue_id)
+            return await self._store(request, tc, queue_id, entries, _peer(context))
+
+        return await guarded("SendBatch", produce_pb2.SendBatchResponse, run, _status)
+
+    async def _store(
+        self,
+        request: produce_pb2.SendBatchRequest,
+        tc: TopicConfig,
+        queue_id: int,
+        entries: list[BatchEntry],
+        born_host: tuple[str, int],
+    ) -> produce_pb2.SendBatchResponse:
+        born = request.born_timestamp_ms or int(time.time() * 1000)
+        store_host = self.ctx.store_host
+        topic = tc.topic_name
+        inners = [
+            MessageExtBrokerInner(
+                topic,
+                e.body,
+                queue_id,
+                e.properties,
+                flag=e.flag,
+                born_timestamp=born,
+                born_host=born_host,
+                store_host=store_host,
+            )
+            for e in entries
+        ]
+        plugins = self.ctx.plugins
+        if plugins.has_before_store:
+            for inner in inners:
+                plugins.before_store(inner)  # an MQError refuses the whole batch before anything is stored
+        results = await self.ctx.store.put_messages_aio(inners)
+        if plugins.has_after_store:
+            for inner, result in zip(inners, results, strict=True):
+                plugins.after_store(inner, result)
+        response = produce_pb2.SendBatchResponse(queue_id=queue_id)
+        codes = _PUT_STATUS_CODES
+        bad = next((r for r in results if codes.get(r.status) != Code.OK), None)
+        if bad is None:
+            response.status.code = Code.OK
+        else:  # e.g. a flush timeout: the records are stored, the status says they may not be durable
+            code = codes.get(bad.status, Code.INTERNAL_SERVER_ERROR)
+            response.status.CopyFrom(_status(code, bad.error or bad.status.value))
+        stored = [r.append_result for r in results if r.append_result is not None]
+        if stored:
+            response.first_queue_offset = stored[0].logics_offset
+            response.commitlog_offsets.extend([ar.wrote_offset for ar in stored])
+        return response

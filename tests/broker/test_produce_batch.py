@@ -1,0 +1,168 @@
+"""``Produce/SendBatch``: a MessageBatch is stored contiguously in one queue with its properties; every bad input
+is refused with its code and a message naming the field, and nothing of a refused batch is stored."""
+
+from __future__ import annotations
+
+import struct
+
+import grpc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rocketmq.grpc_protocol import definition_pb2
+
+from common.errors import MQError
+from common.message_batch import BatchEntry, decode_message_batch, encode_message_batch
+from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
+from common.proto import admin_pb2, admin_pb2_grpc, consume_pb2, consume_pb2_grpc, produce_pb2, produce_pb2_grpc
+from common.record import iter_records
+
+Code = definition_pb2.Code
+
+
+def _entry(i: int, body: bytes | None = None, **props: str) -> BatchEntry:
+    return BatchEntry(i % 7, body if body is not None else f"body-{i}".encode(), {UNIQ: f"ID{i:030d}", **props})
+
+
+def _send(stub, topic: str, entries: list[BatchEntry], queue_id: int = -1, count: int | None = None, **kw):
+    req = produce_pb2.SendBatchRequest(
+        topic=topic,
+        queue_id=queue_id,
+        messages=kw.pop("raw", None) or encode_message_batch(entries),
+        count=len(entries) if count is None else count,
+        **kw,
+    )
+    return stub.SendBatch(req, timeout=30)
+
+
+def _stored(ch, topic: str, queue_id: int) -> list:
+    stub = consume_pb2_grpc.ConsumeStub(ch)
+    resp = stub.PullBatch(
+        consume_pb2.PullBatchRequest(group="G", topic=topic, queue_id=queue_id, offset=0, max_messages=5000),
+        timeout=30,
+    )
+    return list(iter_records(resp.records)) if resp.status.code == Code.OK else []
+
+
+names = st.text(alphabet=st.characters(min_codepoint=48, max_codepoint=0x2FF), min_size=1, max_size=12)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**31 - 1), st.binary(max_size=300), st.dictionaries(names, names, max_size=4)))
+)
+@settings(max_examples=60, deadline=None)
+def test_message_batch_round_trip(items: list[tuple[int, bytes, dict[str, str]]]) -> None:
+    entries = [BatchEntry(flag, body, props) for flag, body, props in items]
+    if not entries:
+        return
+    assert decode_message_batch(encode_message_batch(entries), len(entries), 10_000) == entries
+
+
+def test_damaged_batches_are_refused_naming_the_message() -> None:
+    good = encode_message_batch([_entry(0), _entry(1)])
+    cases = {
+        "truncated": good[:-3],
+        "magic code": good[:4] + struct.pack(">i", 7) + good[8:],
+        "body CRC": good[:8] + struct.pack(">I", 1) + good[12:],
+        "cannot hold": struct.pack(">i", 25) + good[4:],
+    }
+    for expected, raw in cases.items():
+        with pytest.raises(MQError) as err:
+            decode_message_batch(raw, 2, 100)
+        assert err.value.code == Code.MESSAGE_CORRUPTED and expected in err.value.message
+    with pytest.raises(MQError, match="count says 3"):
+        decode_message_batch(good, 3, 100)
+    with pytest.raises(MQError, match="more than count=1"):
+        decode_message_batch(good, 1, 100)
+    with pytest.raises(MQError, match="limit is 1"):
+        decode_message_batch(good, 2, 1)
+    props_broken = encode_message_batch([BatchEntry(0, b"x", {"a": "b"})]).replace(b"a\x01b\x02", b"ab\x02\x02")
+    with pytest.raises(MQError, match="malformed"):
+        decode_message_batch(props_broken, 1, 100)
+
+
+@pytest.mark.timeout(120)
+def test_send_batch_stores_one_contiguous_run_with_properties(broker_factory):
+    broker = broker_factory.broker(options={"defaultTopicQueueNums": "2"})
+    with grpc.insecure_channel(broker.addr) as ch:
+        stub = produce_pb2_grpc.ProduceStub(ch)
+        first = [_entry(i, TAGS="TagA", KEYS=f"k{i} other{i}", color="red") for i in range(100)]
+        r1 = _send(stub, "SendBatchT", first, queue_id=1, born_timestamp_ms=1_700_000_000_000)
+        assert r1.status.code == Code.OK, r1.status
+        assert (r1.queue_id, r1.first_queue_offset, len(r1.commitlog_offsets)) == (1, 0, 100)
+        assert list(r1.commitlog_offsets) == sorted(r1.commitlog_offsets)
+        second = [_entry(100 + i) for i in range(50)]
+        r2 = _send(stub, "SendBatchT", second, queue_id=1)
+        assert (r2.status.code, r2.first_queue_offset) == (Code.OK, 100)
+
+        records = _stored(ch, "SendBatchT", 1)
+        assert [r.body for r in records] == [e.body for e in first + second]
+        assert [r.queue_offset for r in records] == list(range(150))
+        assert [r.commitlog_offset for r in records[:100]] == list(r1.commitlog_offsets)
+        assert records[5].properties == {
+            UNIQ: "ID" + "5".zfill(30),
+            "TAGS": "TagA",
+            "KEYS": "k5 other5",
+            "color": "red",
+        }
+        assert records[5].flag == 5 and records[5].born_timestamp == 1_700_000_000_000
+
+        # Round robin when the producer leaves the queue to the broker: both queues get batches.
+        used = {_send(stub, "SendBatchRR", [_entry(i)]).queue_id for i in range(4)}
+        assert used == {0, 1}
+
+
+@pytest.mark.timeout(120)
+def test_bad_batches_get_their_code_and_store_nothing(broker_factory):
+    broker = broker_factory.broker(options={"defaultTopicQueueNums": "1", "maxMessageSize": "8192"})
+    with grpc.insecure_channel(broker.addr) as ch:
+        stub = produce_pb2_grpc.ProduceStub(ch)
+        assert _send(stub, "BadBatchT", [_entry(0)]).status.code == Code.OK
+        ok = _entry(1)
+        cases = [
+            ([ok, BatchEntry(0, b"", {UNIQ: "X1"})], {}, Code.MESSAGE_BODY_EMPTY, "message 1"),
+            ([ok, _entry(2, b"x" * 9000)], {}, Code.MESSAGE_BODY_TOO_LARGE, "limit is 8192"),
+            ([ok, BatchEntry(0, b"x", {})], {}, Code.ILLEGAL_MESSAGE_ID, "UNIQ_KEY"),
+            ([ok, _entry(2, DELAY="3")], {}, Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "'DELAY' is reserved"),
+            ([ok, _entry(2, TAGS="a|b")], {}, Code.ILLEGAL_MESSAGE_TAG, "contains '|'"),
+            ([ok, _entry(2, KEYS="a \x03")], {}, Code.ILLEGAL_MESSAGE_KEY, "control"),
+            ([ok, _entry(2, **{f"p{i}": "v" for i in range(200)})], {}, Code.MESSAGE_PROPERTIES_TOO_LARGE, "limit"),
+            ([ok], {"count": 2}, Code.MESSAGE_CORRUPTED, "count says 2"),
+            ([ok], {"raw": encode_message_batch([ok])[:-1]}, Code.MESSAGE_CORRUPTED, "message 0"),
+            ([ok], {"queue_id": 5}, Code.BAD_REQUEST, "queue_id 5 is outside [0, 1)"),
+        ]
+        for entries, kw, code, text in cases:
+            resp = _send(stub, "BadBatchT", entries, **kw)
+            assert resp.status.code == code and text in resp.status.message, (text, resp.status)
+        too_many = _send(stub, "BadBatchT", [_entry(i) for i in range(1025)])
+        assert too_many.status.code == Code.MESSAGE_CORRUPTED and "limit is 1024" in too_many.status.message
+        too_big = [_entry(i, b"y" * 8000) for i in range(600)]  # 4.8 MB of bodies, each under maxMessageSize
+        resp = _send(stub, "BadBatchT", too_big)
+        assert resp.status.code == Code.MESSAGE_BODY_TOO_LARGE and "4194304" in resp.status.message
+        bad_topic = _send(stub, "bad topic!", [ok])
+        assert bad_topic.status.code == Code.ILLEGAL_TOPIC and "bad topic!" in bad_topic.status.message
+        # Nothing of the refused batches was stored; the broker still serves.
+        assert [r.body for r in _stored(ch, "BadBatchT", 0)] == [b"body-0"]
+        assert _send(stub, "BadBatchT", [ok]).status.code == Code.OK
+
+
+@pytest.mark.timeout(120)
+def test_unknown_read_only_and_fifo_topics_are_refused(broker_factory):
+    broker = broker_factory.broker(options={"autoCreateTopicEnable": "false"})
+    with grpc.insecure_channel(broker.addr) as ch:
+        stub = produce_pb2_grpc.ProduceStub(ch)
+        resp = _send(stub, "NoSuchTopic", [_entry(0)])
+        assert resp.status.code == Code.TOPIC_NOT_FOUND and "NoSuchTopic" in resp.status.message
+        admin = admin_pb2_grpc.AdminStub(ch)
+        for name, perm, message_type in (("ReadOnlyT", 4, "NORMAL"), ("FifoOnlyT", 6, "FIFO")):
+            cfg = admin_pb2.TopicConfig(
+                topic_name=name, read_queue_nums=1, write_queue_nums=1, perm=perm, message_type=message_type
+            )
+            assert (
+                admin.CreateOrUpdateTopic(admin_pb2.CreateOrUpdateTopicRequest(config=cfg), timeout=10).status.code
+                == Code.OK
+            )
+        read_only = _send(stub, "ReadOnlyT", [_entry(0)])
+        assert read_only.status.code == Code.FORBIDDEN and "not writeable" in read_only.status.message
+        fifo = _send(stub, "FifoOnlyT", [_entry(0)])
+        assert fifo.status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE and "accepts FIFO" in fifo.status.message

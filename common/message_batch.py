@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from common.errors import Code, MQError
 from common.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
@@ -28,6 +28,8 @@ class BatchEntry:
     flag: int
     body: bytes
     properties: dict[str, str]
+    # The properties as they were on the wire (decoded entries only): exactly ``encode_properties(properties)``.
+    raw_properties: bytes = field(default=b"", compare=False, repr=False)
 
 
 def encode_message_batch(messages: Iterable[BatchEntry]) -> bytes:
@@ -115,7 +117,8 @@ def decode_message_batch(payload: bytes, expected_count: int, max_count: int) ->
                 Code.MESSAGE_CORRUPTED, f"message {i} of the batch: properties length {props_len} does not fit"
             )
         p0 = b1 + PROPS_LEN.size
-        add(BatchEntry(flag, body, _properties(bytes(view[p0 : p0 + props_len]), i)))
+        raw = bytes(view[p0 : p0 + props_len])
+        add(BatchEntry(flag, body, _properties(raw, i), raw))
         pos += total
     if len(entries) != expected_count:
         raise MQError(Code.MESSAGE_CORRUPTED, f"messages holds {len(entries)} messages, count says {expected_count}")

@@ -144,7 +144,9 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         if plugins.has_before_store:
             for inner in inners:
                 plugins.before_store(inner)  # an MQError refuses the whole batch before anything is stored
-        results = await self.ctx.store.put_messages_aio(inners)
+        # The wire bytes of the properties are stored as they came unless a plugin may have changed the messages.
+        raws = None if plugins.has_before_store else [e.raw_properties for e in entries]
+        results = await self.ctx.store.put_messages_aio(inners, raws)
         if plugins.has_after_store:
             for inner, result in zip(inners, results, strict=True):
                 plugins.after_store(inner, result)

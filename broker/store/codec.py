@@ -95,13 +95,15 @@ def _bare_tail(topic: str) -> bytes:
     return _topic_prefix(topic) + PROPS_LEN.pack(0)
 
 
-def prepare(msg: MessageExtBrokerInner) -> Encoded:
+def prepare(msg: MessageExtBrokerInner, encoded_properties: bytes | None = None) -> Encoded:
+    """Size, tag hash and tail of ``msg``; ``encoded_properties``, when given, must be ``msg.properties`` encoded
+    (a batch sent in the MessageBatch layout carries them so: the broker checked they decode to the dict)."""
     properties = msg.properties
     if not properties:
         tail = _bare_tail(msg.topic)
         tags_code = msg.tags_code or 0
         return Encoded(HEADER_SIZE + len(msg.body) + len(tail) + TRAILER.size, tags_code, tail)
-    props = encode_properties(properties)
+    props = encode_properties(properties) if encoded_properties is None else encoded_properties
     if len(props) > MAX_PROPERTIES_BYTES:
         raise RecordError(f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}")
     tail = _topic_prefix(msg.topic) + PROPS_LEN.pack(len(props)) + props

@@ -11,6 +11,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from broker.store.message import java_string_hash
@@ -21,8 +22,26 @@ ENTRY = struct.Struct(">iqii")  # key hash, phys offset, time diff (s), previous
 HEADER_SIZE = HEADER.size  # 40
 
 
+@lru_cache(maxsize=1024)
+def _prefix_hash(topic: str) -> int:
+    return java_string_hash(f"{topic}#") & 0xFFFFFFFF
+
+
+@lru_cache(maxsize=4096)
+def _pow31(n: int) -> int:
+    return pow(31, n, 1 << 32)
+
+
 def key_hash(topic: str, key: str) -> int:
-    return abs(java_string_hash(f"{topic}#{key}")) & 0x7FFFFFFF
+    """RocketMQ's slot hash of ``topic#key``: Java ``String.hashCode``, absolute value.
+
+    Java's hash is a polynomial, so hash(prefix + key) = hash(prefix) * 31**len(key) + hash(key) (mod 2**32): the
+    topic's part is computed once per topic, not once per message (UTF-16 length for non-ASCII keys)."""
+    n = len(key) if key.isascii() else len(key.encode("utf-16-le")) // 2
+    h = (_prefix_hash(topic) * _pow31(n) + java_string_hash(key)) & 0xFFFFFFFF
+    if h & 0x80000000:
+        h -= 1 << 32
+    return abs(h) & 0x7FFFFFFF
 
 
 @dataclass

@@ -13,7 +13,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,11 +278,15 @@ class DefaultMessageStore:
         self._put([msg], future, single=True, loop=loop)
         return future
 
-    def put_messages_aio(self, msgs: list[MessageExtBrokerInner]) -> asyncio.Future[list[PutMessageResult]]:
-        """``put_messages_async`` for callers on an asyncio loop (call from the loop's thread)."""
+    def put_messages_aio(
+        self, msgs: list[MessageExtBrokerInner], encoded_properties: list[bytes] | None = None
+    ) -> asyncio.Future[list[PutMessageResult]]:
+        """``put_messages_async`` for callers on an asyncio loop (call from the loop's thread).
+
+        ``encoded_properties[i]``, when given, is ``msgs[i].properties`` already encoded (saves encoding twice)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[PutMessageResult]] = loop.create_future()
-        self._put(msgs, future, single=False, loop=loop)
+        self._put(msgs, future, single=False, loop=loop, encoded_properties=encoded_properties)
         return future
 
     def _put(
@@ -291,6 +295,7 @@ class DefaultMessageStore:
         future: _AnyFuture,
         single: bool,
         loop: asyncio.AbstractEventLoop | None = None,
+        encoded_properties: list[bytes] | None = None,
     ) -> None:
         """Append, dispatch, then resolve ``future`` now (ASYNC_FLUSH) or once a flush covers the batch.
 
@@ -302,7 +307,7 @@ class DefaultMessageStore:
         host = self.store_host
         for m in msgs:
             m.store_host = host  # the record carries the host that stored it, as the message id does
-        prepared = self._prepare_all(msgs)
+        prepared = self._prepare_all(msgs, encoded_properties)
         bad = [isinstance(enc, PutMessageResult) for enc in prepared]
         if any(bad):
             valid = [m for m, b in zip(msgs, bad, strict=True) if not b]
@@ -377,15 +382,18 @@ class DefaultMessageStore:
         if closed:  # shutdown's final flush already covered this append
             self._finish([(waiter, results)])
 
-    def _prepare_all(self, msgs: list[MessageExtBrokerInner]) -> list[codec.Encoded | PutMessageResult]:
+    def _prepare_all(
+        self, msgs: list[MessageExtBrokerInner], encoded_properties: list[bytes] | None = None
+    ) -> list[codec.Encoded | PutMessageResult]:
         """Encode what can be encoded before the lock; a refused message gets its result instead."""
         max_body, max_record = self.config.maxMessageSize, self._max_record_size
         prepare = codec.prepare
         out: list[codec.Encoded | PutMessageResult] = []
         add = out.append
-        for msg in msgs:
+        raws: Sequence[bytes | None] = encoded_properties or [None] * len(msgs)
+        for msg, raw in zip(msgs, raws, strict=True):
             try:
-                enc = prepare(msg)
+                enc = prepare(msg, raw)
             except codec.RecordError:
                 add(self._prepare(msg))  # the slow path names the field and the limit
                 continue

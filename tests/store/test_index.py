@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.store.index_file import IndexFile, IndexService
+from broker.store.index_file import IndexFile, IndexService, key_hash
+from broker.store.message import java_string_hash
 
 keys = st.text(alphabet="abcdefgh0123", min_size=1, max_size=6)
 
@@ -59,3 +60,10 @@ def test_full_file_refuses_and_service_rolls(tmp_path: Path) -> None:
     assert service.query("T", "k9", 5, 0, 10**13) == [9]
     assert service.query("T", "k0", 5, 0, 10**13) == [0]
     service.shutdown()
+
+
+@given(st.text(min_size=1, max_size=30), st.text(max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_slot_hash_is_javas_hash_of_topic_hash_key(topic: str, key: str) -> None:
+    """The per-topic shortcut must give RocketMQ's hash of ``topic#key`` (UTF-16 units, astral characters too)."""
+    assert key_hash(topic, key) == abs(java_string_hash(f"{topic}#{key}")) & 0x7FFFFFFF

@@ -315,10 +315,17 @@ async def bench_receive_ack(addr: str, topic: str, batch: int, receivers: int) -
 
 
 async def bench_latency(
-    addr: str, topic: str, rate: int, seconds: float, tick_ms: float = 5.0, consumer: str = "pull"
+    addr: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    tick_ms: float = 5.0,
+    consumer: str = "pull",
+    sender: str = "send_message",
 ) -> dict[str, Any]:
-    """Send ``rate`` msg/s (a small batch every tick), long-poll every queue with v2 PullMessage (``pull``) or
-    Consume/PullBatch (``pull_batch``), measure send->receive."""
+    """Send ``rate`` msg/s (a small batch every tick) with v2 SendMessage (``send_message``) or Produce/SendBatch
+    (``send_batch``), long-poll every queue with v2 PullMessage (``pull``) or Consume/PullBatch (``pull_batch``),
+    measure send->receive."""
     per_tick = max(1, round(rate * tick_ms / 1000))
     async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
         stub = service_pb2_grpc.MessagingServiceStub(ch)
@@ -337,6 +344,7 @@ async def bench_latency(
         stop = asyncio.Event()
 
         batch_stub = consume_pb2_grpc.ConsumeStub(ch)
+        produce_stub = produce_pb2_grpc.ProduceStub(ch)
 
         async def consume_batch(qid: int) -> None:
             offset = starts[qid]
@@ -390,8 +398,15 @@ async def bench_latency(
                 await asyncio.sleep(delay)
             # Stamp the scheduled send time, so a sender falling behind shows up as latency (no coordinated omission).
             body = (wall0 + int(k * tick_ms * 1e6)).to_bytes(8, "big") + pad
-            msgs = [_msg(topic, k * per_tick + i, body) for i in range(per_tick)]
-            calls.append(asyncio.ensure_future(stub.SendMessage(service_pb2.SendMessageRequest(messages=msgs))))
+            if sender == "send_batch":
+                entries = [BatchEntry(0, body, {UNIQ_KEY: f"01LAT{k * per_tick + i:029X}"}) for i in range(per_tick)]
+                req = produce_pb2.SendBatchRequest(
+                    topic=topic, queue_id=-1, count=per_tick, messages=encode_message_batch(entries)
+                )
+                calls.append(asyncio.ensure_future(produce_stub.SendBatch(req)))
+            else:
+                msgs = [_msg(topic, k * per_tick + i, body) for i in range(per_tick)]
+                calls.append(asyncio.ensure_future(stub.SendMessage(service_pb2.SendMessageRequest(messages=msgs))))
         send_elapsed = time.perf_counter() - t0
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
         send_errors = sum(1 for o in outcomes if isinstance(o, BaseException))
@@ -404,6 +419,8 @@ async def bench_latency(
         "achieved_send_rate": round(ticks * per_tick / send_elapsed),
         "messages": len(latencies),
         "send_errors": send_errors,
+        "sender": sender,
+        "consumer": consumer,
         "batch_per_tick": per_tick,
         "tick_ms": tick_ms,
         "latency_ms_p50": round(pct(latencies, 50), 3),
@@ -464,6 +481,11 @@ def run(quick: bool = False) -> dict[str, Any]:
             latency_batch = asyncio.run(
                 bench_latency(broker.addr, "BenchLatBatchT", 10_000, seconds, consumer="pull_batch")
             )
+            latency_batched = asyncio.run(
+                bench_latency(
+                    broker.addr, "BenchLatSendBatchT", 10_000, seconds, consumer="pull_batch", sender="send_batch"
+                )
+            )
         finally:
             broker.stop()
     ceiling = bench_stream_ceiling(5_000 if quick else 30_000)
@@ -482,6 +504,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "e2e_latency_ms_p99_at_10k": latency["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k_pull_batch": latency_batch["latency_ms_p50"],
         "e2e_latency_ms_p99_at_10k_pull_batch": latency_batch["latency_ms_p99"],
+        "e2e_latency_ms_p50_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p50"],
+        "e2e_latency_ms_p99_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p99"],
         "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "receive_ack": 40_000, "e2e_p99_ms": 5.0},
     }
     return {
@@ -496,6 +520,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "latency_1k": latency_low,
         "latency": latency,
         "latency_pull_batch": latency_batch,
+        "latency_send_batch_pull_batch": latency_batched,
     }
 
 

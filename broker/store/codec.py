@@ -128,6 +128,7 @@ class AppendBatch:
     written: list[int] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
     cq: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = field(default_factory=dict)
+    written_bytes: int = 0
     _next: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
@@ -148,7 +149,7 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
     msgs, encs = batch.msgs, batch.encs
     next_offset, cq, queue_max = batch._next, batch.cq, batch.queue_max
     add_written, add_qo = batch.written.append, batch.queue_offsets.append
-    end = phys + room
+    first, end = phys, phys + room
     i, n = start, len(msgs)
     while i < n:
         enc = encs[i]
@@ -194,6 +195,7 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
         add_qo(queue_offset)
         phys += size
         i += 1
+    batch.written_bytes += phys - first
     return b"".join(parts), i
 
 

@@ -307,10 +307,9 @@ class DefaultMessageStore:
         host = self.store_host
         for m in msgs:
             m.store_host = host  # the record carries the host that stored it, as the message id does
-        prepared = self._prepare_all(msgs, encoded_properties)
-        bad = [isinstance(enc, PutMessageResult) for enc in prepared]
-        if any(bad):
-            valid = [m for m, b in zip(msgs, bad, strict=True) if not b]
+        prepared, n_refused = self._prepare_all(msgs, encoded_properties)
+        if n_refused:
+            valid = [m for m, enc in zip(msgs, prepared, strict=True) if not isinstance(enc, PutMessageResult)]
             encs = [enc for enc in prepared if not isinstance(enc, PutMessageResult)]
         else:
             valid, encs = msgs, prepared  # type: ignore[assignment]  # no refusals: every item is Encoded
@@ -340,7 +339,7 @@ class DefaultMessageStore:
                 PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(phys, enc.size, host, now, qo))
                 for phys, enc, qo in zip(batch.written, encs, batch.queue_offsets, strict=False)  # a prefix was written
             ]
-            self.stats.put_bytes += sum(enc.size for enc in encs[:n_written])
+            self.stats.put_bytes += batch.written_bytes
             if index_enabled:
                 for msg, phys, enc in zip(valid, batch.written, encs, strict=False):
                     props = msg.properties
@@ -384,21 +383,26 @@ class DefaultMessageStore:
 
     def _prepare_all(
         self, msgs: list[MessageExtBrokerInner], encoded_properties: list[bytes] | None = None
-    ) -> list[codec.Encoded | PutMessageResult]:
-        """Encode what can be encoded before the lock; a refused message gets its result instead."""
+    ) -> tuple[list[codec.Encoded | PutMessageResult], int]:
+        """Encode what can be encoded before the lock; a refused message gets its result instead (counted)."""
         max_body, max_record = self.config.maxMessageSize, self._max_record_size
         prepare = codec.prepare
         out: list[codec.Encoded | PutMessageResult] = []
         add = out.append
         raws: Sequence[bytes | None] = encoded_properties or [None] * len(msgs)
+        refused = 0
         for msg, raw in zip(msgs, raws, strict=True):
             try:
-                enc = prepare(msg, raw)
+                enc: codec.Encoded | None = prepare(msg, raw)
             except codec.RecordError:
-                add(self._prepare(msg))  # the slow path names the field and the limit
+                enc = None  # refused below by the slow path, which names the field and the limit
+            if enc is not None and enc.size <= max_record and len(msg.body) <= max_body:
+                add(enc)
                 continue
-            add(enc if enc.size <= max_record and len(msg.body) <= max_body else self._prepare(msg))
-        return out
+            checked = self._prepare(msg)
+            refused += isinstance(checked, PutMessageResult)
+            add(checked)
+        return out, refused
 
     def _prepare(self, msg: MessageExtBrokerInner) -> codec.Encoded | PutMessageResult:
         if len(msg.body) > self.config.maxMessageSize:

@@ -7,6 +7,7 @@ stored in the ConsumeQueue extension; a pull then skips entries whose bits say "
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,9 @@ class ConsumerFilterManager:
         self._lists: dict[str, list[FilterRegistration]] = {}  # per topic, what the dispatcher iterates
         self._wrapped: dict[tuple[str, str, str, str], BloomCheckedFilter] = {}
         self._dispatching = False
+        # Registrations happen inside pulls on the event loop: the file is written (fsync) on this one thread, in
+        # order, so a slow disk never stalls the loop and an older snapshot never overwrites a newer one.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="consumer-filter-persist")
         if enabled:
             store.enable_cq_ext(self.bloom.byte_length)
 
@@ -108,6 +112,18 @@ class ConsumerFilterManager:
             self._add(item["group"], item["topic"], compiled, since)
 
     def persist(self) -> None:
+        write_json_atomic(self.path, self._snapshot())
+
+    def _persist_later(self) -> None:
+        snapshot = self._snapshot()
+        future = self._writer.submit(write_json_atomic, self.path, snapshot)
+        future.add_done_callback(_log_persist_failure)
+
+    def close(self) -> None:
+        """Finish pending writes (broker shutdown)."""
+        self._writer.shutdown(wait=True)
+
+    def _snapshot(self) -> dict[str, object]:
         filters = [
             {
                 "group": r.group,
@@ -119,7 +135,7 @@ class ConsumerFilterManager:
             for regs in self._by_topic.values()
             for r in regs.values()
         ]
-        write_json_atomic(self.path, {"bloomM": self.bloom.m, "bloomK": self.bloom.k, "filters": filters})
+        return {"bloomM": self.bloom.m, "bloomK": self.bloom.k, "filters": filters}
 
     # ------------------------------------------------------------------ registration
     def _add(self, group: str, topic: str, compiled: CompiledFilter, since: int) -> FilterRegistration:
@@ -158,7 +174,7 @@ class ConsumerFilterManager:
             self._add(group, topic, compiled, 0)
             since = self.store.get_max_phy_offset()
             reg = self._add(group, topic, compiled, since)
-            self.persist()
+            self._persist_later()
             log.info("filter registered", group=group, topic=topic, expression=compiled.expression, since=since)
         wrapped = BloomCheckedFilter(
             compiled, self.bloom, BloomFilterData(reg.bloom_positions, self.bloom.m), reg.since_commitlog_offset
@@ -182,3 +198,9 @@ class ConsumerFilterManager:
             log.error("filter bits failed", topic=msg.topic, error=repr(exc))
             return
         self.store.put_cq_ext(msg.topic, msg.queue_id, result.logics_offset, result.wrote_offset, bytes(bits))
+
+
+def _log_persist_failure(future: Future[None]) -> None:
+    exc = future.exception()
+    if exc is not None:  # the registration stays in memory; the next one (or a restart's re-registration) retries
+        log.error("consumerFilter.json not written", error=repr(exc))

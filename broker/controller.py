@@ -264,6 +264,8 @@ class BrokerController:
         ctx.offsets.persist()
         ctx.groups.persist()
         ctx.topics.persist()
+        if ctx.filters is not None:
+            await asyncio.to_thread(ctx.filters.close)
         await asyncio.to_thread(ctx.store.shutdown)
         log.info("broker stopped", broker=self.config.brokerName)
         self._stopped.set()

@@ -94,6 +94,7 @@ def test_stale_ext_unit_is_not_trusted(store: DefaultMessageStore, tmp_path: Pat
 def test_registrations_persist(store: DefaultMessageStore, tmp_path: Path):
     plugins, manager = _manager(store, tmp_path)
     manager.filter_for("G1", "BloomT", plugins.compile_filter("SQL92", "n > 50"))
+    manager.close()  # the file is written off the caller's thread; close() waits for it, as broker shutdown does
     again = ConsumerFilterManager(
         tmp_path / "config" / "consumerFilter.json", store, plugins.compile_filter, plugins.filter_bits
     )

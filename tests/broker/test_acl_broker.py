@@ -12,7 +12,8 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 import oms
-from common.proto import admin_pb2, admin_pb2_grpc
+from common.message_batch import BatchEntry, encode_message_batch
+from common.proto import admin_pb2, admin_pb2_grpc, produce_pb2, produce_pb2_grpc
 from common.v2.signature import signing_metadata
 from tests.broker.v2client import METADATA, message
 from tests.pop.client_helpers import receive_until
@@ -111,6 +112,19 @@ def test_refusals_name_the_resource_and_the_broker_keeps_serving(acl_broker):
         refused = admin.CreateOrUpdateTopic(req, metadata=_signed("appAK", "appSecret1"), timeout=10)
         assert refused.status.code == FORBIDDEN
         assert admin.CreateOrUpdateTopic(req, metadata=_signed("adminAK", "adminSecret1"), timeout=10).status.code == OK
+
+        # Produce/SendBatch goes through the same checkpoint (PUB on the topic).
+        produce = produce_pb2_grpc.ProduceStub(ch)
+        payload = encode_message_batch([BatchEntry(0, b"b", {"UNIQ_KEY": "ACLBATCH0001"})])
+
+        def send_batch(topic: str, metadata: tuple[tuple[str, str], ...]) -> produce_pb2.SendBatchResponse:
+            req = produce_pb2.SendBatchRequest(topic=topic, queue_id=-1, messages=payload, count=1)
+            return produce.SendBatch(req, metadata=metadata, timeout=10)
+
+        assert send_batch("AclT", METADATA).status.code == UNAUTHORIZED
+        batch_denied = send_batch("OtherT", _signed("appAK", "appSecret1"))
+        assert batch_denied.status.code == FORBIDDEN and "OtherT" in batch_denied.status.message
+        assert send_batch("AclPubOnly", _signed("appAK", "appSecret1")).status.code == OK
     assert _send(addr, "AclT", _signed("appAK", "appSecret1")).status.code == OK
     assert "access refused" in acl_broker.log()
 

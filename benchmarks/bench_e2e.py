@@ -26,7 +26,7 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 from benchmarks.common import pct, write_result
 from common.message_batch import BatchEntry, encode_message_batch
 from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
-from common.proto import consume_pb2, consume_pb2_grpc, produce_pb2, produce_pb2_grpc
+from common.proto import consume_pb2, consume_pb2_grpc, pop_pb2, pop_pb2_grpc, produce_pb2, produce_pb2_grpc
 from common.record import iter_records
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -314,6 +314,53 @@ async def bench_receive_ack(addr: str, topic: str, batch: int, receivers: int) -
     return {"messages": total, "batch": batch, "receivers": receivers, "msgs_per_s": round(total / elapsed)}
 
 
+async def bench_receive_batch_ack(addr: str, topic: str, batch: int, receivers: int) -> dict[str, Any]:
+    """Drain a topic with Pop/ReceiveBatch (records decoded by the client) + one v2 AckMessage per batch."""
+    meta = (("x-mq-client-id", "bench-receive-batch"), ("x-mq-language", "PYTHON"))
+    group = "bench-receive-batch"
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        pop = pop_pb2_grpc.PopStub(ch)
+        stub = service_pb2_grpc.MessagingServiceStub(ch)
+        counts = [0] * receivers
+        topic_res = definition_pb2.Resource(name=topic)
+        group_res = definition_pb2.Resource(name=group)
+
+        async def worker(w: int) -> None:
+            req = pop_pb2.ReceiveBatchRequest(
+                group=group, topic=topic, queue_id=-1, batch_size=batch, invisible_ms=60_000, long_polling_ms=0
+            )
+            while True:
+                resp = await pop.ReceiveBatch(req, metadata=meta, timeout=20)
+                if resp.status.code == definition_pb2.Code.MESSAGE_NOT_FOUND:
+                    return
+                if resp.status.code != definition_pb2.Code.OK:
+                    raise RuntimeError(resp.status.message)
+                entries = [
+                    service_pb2.AckMessageEntry(message_id=r.properties[UNIQ_KEY], receipt_handle=h)
+                    for r, h in zip(iter_records(resp.records), resp.receipt_handles, strict=True)
+                ]
+                ack = await stub.AckMessage(
+                    service_pb2.AckMessageRequest(group=group_res, topic=topic_res, entries=entries),
+                    metadata=meta,
+                    timeout=20,
+                )
+                if ack.status.code != definition_pb2.Code.OK:
+                    raise RuntimeError(ack.status.message)
+                counts[w] += len(entries)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(receivers)))
+        elapsed = time.perf_counter() - t0
+    total = sum(counts)
+    return {
+        "rpc": "Pop/ReceiveBatch + AckMessage",
+        "messages": total,
+        "batch": batch,
+        "receivers": receivers,
+        "msgs_per_s": round(total / elapsed),
+    }
+
+
 async def bench_latency(
     addr: str,
     topic: str,
@@ -475,6 +522,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
             pull_batch = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024))
             receive_ack = asyncio.run(bench_receive_ack(broker.addr, "BenchBatchT", 32, 4))
+            receive_batch = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchSendBatchT", 32, 4))
             seconds = 2.0 if quick else 5.0
             latency_low = asyncio.run(bench_latency(broker.addr, "BenchLat1kT", 1_000, seconds))
             latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, seconds))
@@ -497,6 +545,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "pull_consume_msgs_per_s": pull["msgs_per_s"],
         "pull_batch_consume_msgs_per_s": pull_batch["msgs_per_s"],
         "receive_ack_consume_msgs_per_s": receive_ack["msgs_per_s"],
+        "receive_batch_ack_consume_msgs_per_s": receive_batch["msgs_per_s"],
         "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
@@ -516,6 +565,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "pull": pull,
         "pull_batch": pull_batch,
         "receive_ack": receive_ack,
+        "receive_batch_ack": receive_batch,
         "grpc_stream_ceiling": ceiling,
         "latency_1k": latency_low,
         "latency": latency,

@@ -20,6 +20,7 @@ from broker.config import BrokerSettings
 from broker.consumer_filter_manager import ConsumerFilterManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.context import BrokerContext
+from broker.grpc.pop_batch import PopServicer
 from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
@@ -32,7 +33,7 @@ from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
 from common.logging import get_logger
-from common.proto import consume_pb2_grpc, produce_pb2_grpc
+from common.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
 from common.v2.settings import SettingsPolicy
 from common.v2.telemetry import TelemetryHub
 
@@ -141,6 +142,7 @@ class BrokerController:
         self._add_admin(server, ctx)
         consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
+        pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
         try:
             self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
         except RuntimeError as exc:

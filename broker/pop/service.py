@@ -213,7 +213,13 @@ class PopService:
             )
 
     # ------------------------------------------------------------------ ReceiveMessage
-    def _validate(self, request: service_pb2.ReceiveMessageRequest, context: Any) -> PopRequest:
+    def _validate(
+        self,
+        request: service_pb2.ReceiveMessageRequest,
+        context: Any,
+        filter_spec: tuple[str, str] | None = None,
+    ) -> PopRequest:
+        """``filter_spec`` (type, expression) replaces the v2 filter expression (batched receive: any plugin type)."""
         group = request.group.name
         topic = request.message_queue.topic.name
         validate_group(group)
@@ -226,9 +232,12 @@ class PopService:
         gc = self.ctx.groups.get_or_auto_create(group)
         if not gc.consume_enable:
             raise MQError(Code.FORBIDDEN, f"consumer group {group!r} has consumeEnable=false")
-        tag_filter = self.ctx.subscription_filter(
-            group, topic, request.filter_expression if request.HasField("filter_expression") else None
-        )
+        if filter_spec is not None:
+            tag_filter = self.ctx.compiled_filter(group, topic, *filter_spec) if filter_spec[0] else None
+        else:
+            tag_filter = self.ctx.subscription_filter(
+                group, topic, request.filter_expression if request.HasField("filter_expression") else None
+            )
         if request.batch_size < 0:
             raise MQError(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be positive")
         batch = min(request.batch_size or self.config.maxPopBatchSize, self.config.maxPopBatchSize)
@@ -295,6 +304,13 @@ class PopService:
                 )
             polling = min(polling, max(0.0, remaining - cfg.popPollingDeadlineMarginMs / 1000))
         return polling
+
+    async def receive_batch(
+        self, request: service_pb2.ReceiveMessageRequest, context: Any, filter_spec: tuple[str, str]
+    ) -> tuple[PopRequest, list[Popped]]:
+        """The batched receive (``Pop/ReceiveBatch``): same validation and pop as ``receive``, no stream."""
+        req = self._validate(request, context, filter_spec)
+        return req, await self.pop(req)
 
     async def receive(
         self, request: service_pb2.ReceiveMessageRequest, context: Any
@@ -595,9 +611,15 @@ class PopService:
         if not request.entries:
             raise MQError(Code.BAD_REQUEST, "AckMessage needs at least one entry")
         results = []
+        # Checked one by one, recorded per queue: one journal record per queue instead of one per message.
+        by_queue: dict[QueueKey, list[int]] = {}
+        fifo_queues: set[QueueKey] = set()
         for entry in request.entries:
             try:
-                self.ack_handle(group, topic, entry.receipt_handle)
+                key, offset, fifo = self._check_ack(group, topic, entry.receipt_handle, by_queue)
+                by_queue.setdefault(key, []).append(offset)
+                if fifo:
+                    fifo_queues.add(key)
                 st = ok_status()
             except MQError as exc:
                 st = status_from_error(exc)
@@ -606,7 +628,29 @@ class PopService:
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
                 )
             )
+        for key, offsets in by_queue.items():
+            self.state.ack_many(key, offsets)
+            self._sync_offset(key)
+            self.stats.acked += len(offsets)
+        for key in fifo_queues:
+            self._visibility_changed(key)  # FIFO: the next message of these groups may go now
         return service_pb2.AckMessageResponse(status=_overall(results), entries=results)
+
+    def _check_ack(
+        self, group: str, topic: str, receipt_handle: str, pending: dict[QueueKey, list[int]]
+    ) -> tuple[QueueKey, int, bool]:
+        """The queue and offset a handle acks, refused if invalid or already acked earlier in the same request."""
+        handle = decode(receipt_handle)
+        self._check_handle_scope(handle, group, topic)
+        _, flight = self.state.check_handle(handle)
+        key = (handle.group, handle.topic, handle.queue_id)
+        if handle.queue_offset in pending.get(key, ()):
+            raise MQError(
+                Code.INVALID_RECEIPT_HANDLE,
+                f"receipt handle of {topic} queue {handle.queue_id} offset {handle.queue_offset} is acked twice in "
+                "this request",
+            )
+        return key, handle.queue_offset, bool(flight.message_group)
 
     # ------------------------------------------------------------------ ChangeInvisibleDuration
     def change_handle(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:

@@ -160,10 +160,10 @@ class PopState:
                     qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
             qs.pop_offset = max(qs.pop_offset, nxt)
         elif kind == "ack":
-            off = int(rec["o"])
-            qs.inflight.pop(off, None)
-            if qs.ack_offset <= off < qs.pop_offset:
-                qs.done.add(off)
+            self._apply_ack(qs, int(rec["o"]))
+        elif kind == "acks":  # one AckMessage's acks of one queue in one record
+            for off in rec["o"]:
+                self._apply_ack(qs, int(off))
         elif kind == "chg":
             changed = qs.inflight.get(int(rec["o"]))
             if changed is not None:
@@ -186,6 +186,12 @@ class PopState:
         else:
             raise ValueError(f"unknown pop journal record type {kind!r}")
         qs._advance()
+
+    @staticmethod
+    def _apply_ack(qs: QueueState, off: int) -> None:
+        qs.inflight.pop(off, None)
+        if qs.ack_offset <= off < qs.pop_offset:
+            qs.done.add(off)
 
     def record(self, rec: Record) -> None:
         if self.sink is not None:
@@ -255,6 +261,13 @@ class PopState:
 
     def ack(self, key: QueueKey, offset: int) -> None:
         self.record({"t": "ack", "g": key[0], "tp": key[1], "q": key[2], "o": offset})
+
+    def ack_many(self, key: QueueKey, offsets: list[int]) -> None:
+        """Several acks of one queue as one journal record (one write instead of one per message)."""
+        if len(offsets) == 1:
+            self.ack(key, offsets[0])
+        elif offsets:
+            self.record({"t": "acks", "g": key[0], "tp": key[1], "q": key[2], "o": offsets})
 
     def change(
         self, key: QueueKey, offset: int, now_ms: int, invisible_ms: int, *, new_seq: bool, auto_renew: bool

@@ -121,3 +121,23 @@ def test_any_truncation_recovers_a_prefix_of_the_records(tmp_path_factory, fract
     got, j2 = open_state(path)
     assert got.to_snapshot() == expected.to_snapshot() and j2.records_replayed == whole
     j2.close()
+
+
+def test_batched_acks_are_one_record_and_replay_like_single_acks(tmp_path):
+    batched, j = open_state(tmp_path / "batched")
+    single, j2 = open_state(tmp_path / "single")
+    for state in (batched, single):
+        state.init_queue(KEY, 0)
+        state.pop(KEY, [InFlight(o, o * 10, 10, state.next_seq(), 1, 1000, 5000) for o in range(6)], 6)
+    before = j.bytes_written
+    batched.ack_many(KEY, [0, 1, 4])
+    assert j.bytes_written > before and (tmp_path / "batched" / "journal.0").read_bytes().count(b"\n") == 3
+    for off in (0, 1, 4):
+        single.ack(KEY, off)
+    assert batched.to_snapshot() == single.to_snapshot()
+    j.close()
+    j2.close()
+    replayed, j3 = open_state(tmp_path / "batched")
+    assert replayed.to_snapshot() == single.to_snapshot() and j3.records_replayed == 3
+    assert replayed.queue(KEY).ack_offset == 2  # 0 and 1 acked, 2 still in flight
+    j3.close()

@@ -1,0 +1,103 @@
+"""``orbitmq.pop.Pop/ReceiveBatch``: receive/ack consumption with the popped messages in one unary answer.
+
+Validation, ACL, filters, long polling, FIFO groups, invisibility and attempt ids are those of v2 ReceiveMessage
+(``broker/pop/service.py``); only the payload differs: stored records end to end plus a receipt handle and a
+delivery attempt per record, instead of one v2 ``Message`` per stream response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import duration_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from broker import access
+from broker.context import BrokerContext
+from broker.grpc.errors import guarded
+from broker.hookspecs import Action
+from broker.pop.service import Popped, PopService
+from common.errors import Code, MQError
+from common.proto import pop_pb2, pop_pb2_grpc
+
+
+def _status(code: int, message: str = "") -> pop_pb2.Status:
+    return pop_pb2.Status(code=int(code), message=message)
+
+
+def _as_v2(request: pop_pb2.ReceiveBatchRequest) -> service_pb2.ReceiveMessageRequest:
+    """The v2 request the pop service validates (one object per call, not per message)."""
+    if request.invisible_ms < 0 or request.long_polling_ms < 0:
+        raise MQError(
+            Code.BAD_REQUEST,
+            f"invisible_ms ({request.invisible_ms}) and long_polling_ms ({request.long_polling_ms}) must be >= 0",
+        )
+    v2 = service_pb2.ReceiveMessageRequest(
+        group=definition_pb2.Resource(name=request.group),
+        message_queue=definition_pb2.MessageQueue(
+            topic=definition_pb2.Resource(name=request.topic), id=request.queue_id
+        ),
+        batch_size=request.batch_size,
+        auto_renew=request.auto_renew,
+    )
+    ms = request.invisible_ms
+    v2.invisible_duration.CopyFrom(duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000))
+    lp = request.long_polling_ms
+    v2.long_polling_timeout.CopyFrom(duration_pb2.Duration(seconds=lp // 1000, nanos=(lp % 1000) * 1_000_000))
+    if request.attempt_id:
+        v2.attempt_id = request.attempt_id
+    return v2
+
+
+class PopServicer(pop_pb2_grpc.PopServicer):
+    def __init__(self, ctx: BrokerContext, pop: PopService | None) -> None:
+        self.ctx = ctx
+        self.pop = pop
+
+    async def ReceiveBatch(self, request: pop_pb2.ReceiveBatchRequest, context: Any) -> pop_pb2.ReceiveBatchResponse:
+        async def run() -> pop_pb2.ReceiveBatchResponse:
+            pop = self.pop
+            if pop is None:
+                raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker")
+            access.check(
+                self.ctx.plugins,
+                context,
+                "ReceiveBatch",
+                access.topic(request.topic, Action.SUB),
+                access.group(request.group),
+            )
+            spec = (request.filter_type, request.filter_expression)
+            _, popped = await pop.receive_batch(_as_v2(request), context, spec)
+            if not popped:
+                return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            return self._response(pop, popped)
+
+        return await guarded("ReceiveBatch", pop_pb2.ReceiveBatchResponse, run, _status)
+
+    def _response(self, pop: PopService, popped: list[Popped]) -> pop_pb2.ReceiveBatchResponse:
+        read_raw = self.ctx.store.commitlog.read_raw
+        parts: list[bytes] = []
+        handles: list[str] = []
+        attempts: list[int] = []
+        gone: list[Popped] = []
+        for p in popped:
+            m = p.message
+            raw = read_raw(m.commitlog_offset, m.store_size)
+            if raw is None:  # retention removed the segment since the pop read it
+                gone.append(p)
+                continue
+            parts.append(raw)
+            handles.append(p.delivery.handle.encode())
+            attempts.append(p.delivery.flight.attempts)
+        if gone:
+            pop.release(gone)
+        if not parts:
+            return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
+        return pop_pb2.ReceiveBatchResponse(
+            status=_status(Code.OK),
+            count=len(parts),
+            records=b"".join(parts),
+            receipt_handles=handles,
+            delivery_attempts=attempts,
+            invisible_ms=popped[0].delivery.flight.invisible_ms,
+        )

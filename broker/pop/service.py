@@ -39,6 +39,7 @@ log = get_logger("broker.pop")
 _HELD_BACK_RECHECK_S = 0.5
 _EARLY_WAKE_SLACK_S = 0.05  # asyncio timers may fire this much early; a False sooner means shutdown
 _ATTEMPT_CACHE_SIZE = 4096
+_OK = ok_status()  # shared: protobuf copies it into each ack result entry
 _QUEUE_REPLACED = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY,
     GetMessageStatus.NO_MESSAGE_IN_QUEUE,
@@ -620,7 +621,7 @@ class PopService:
                 by_queue.setdefault(key, []).append(offset)
                 if fifo:
                     fifo_queues.add(key)
-                st = ok_status()
+                st = _OK
             except MQError as exc:
                 st = status_from_error(exc)
             results.append(

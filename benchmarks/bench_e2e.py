@@ -23,6 +23,7 @@ import grpc
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
+from benchmarks import bench_peers
 from benchmarks.common import pct, write_result
 from common.message_batch import BatchEntry, encode_message_batch
 from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
@@ -557,8 +558,13 @@ def run(quick: bool = False) -> dict[str, Any]:
         "e2e_latency_ms_p99_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p99"],
         "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "receive_ack": 40_000, "e2e_p99_ms": 5.0},
     }
+    # The peers (Redis Streams, RabbitMQ, NATS JetStream) in the same run, after our broker has stopped, so the
+    # ratios compare figures taken under the same machine load; a peer not installed is reported as such.
+    peers = bench_peers.run(quick)
+    summary["peers"] = bench_peers.compare(peers, batched["msgs_per_s"], pull_batch["msgs_per_s"])
     return {
         "summary": summary,
+        "peers": peers,
         "official_producer": official,
         "batched_produce": batched,
         "send_batch_produce": send_batch,

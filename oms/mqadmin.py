@@ -16,15 +16,23 @@ from datetime import datetime
 from typing import Any, TextIO
 
 import oms
+from common.errors import Code
 from oms.admin import models as m
 from oms.admin.manager import ResourceManager
-from oms.errors import OMSException
+from oms.consumer.pull import PullConsumer, PullStatus
+from oms.errors import OMSException, OMSRuntimeException
+from oms.message import BytesMessage
+from oms.queue import ANY_QUEUE, MessageQueue
 from oms.url import NAMESRV_ENV
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # the command reached the servers (or tried to) and failed
 EXIT_USAGE = 2  # argparse's code for bad command lines
 ROCKETMQ_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # RocketMQ's yyyy-MM-dd#HH:mm:ss:SSS
+# RocketMQ defaults -g to its TOOLS_CONSUMER group, which the v2 protocol refuses to clients as a system group
+TOOLS_CONSUMER_GROUP = "mqadmin-tools-consumer"
+CONSUME_DEFAULT_COUNT = 128  # RocketMQ's consumeMessage -c default
+CONSUME_PULL_BATCH = 32
 
 
 class UsageError(Exception):
@@ -385,6 +393,161 @@ def cmd_resend_dead_letter(rm: ResourceManager, args: argparse.Namespace, out: T
     return None
 
 
+def _queue_text(queue_id: int) -> str:
+    return "-" if queue_id == ANY_QUEUE else str(queue_id)
+
+
+def cmd_send_message(rm: ResourceManager, args: argparse.Namespace, out: TextIO) -> Any:
+    """RocketMQ's ``sendMessage``: one message, optionally to ``-b`` broker / ``-i`` queue."""
+    message = BytesMessage(args.body, args.topic, tags=args.tags, keys=args.keys.split(",") if args.keys else None)
+    selector = None
+    if args.brokerName is not None or args.queueId is not None:
+        # v2 SendMessage has no queue field for plain messages: the broker picks the queue unless the message
+        # carries a message group it hashes onto a queue, which only FIFO (or MIXED) topics accept. The producer
+        # raises MESSAGE_PROPERTY_CONFLICT_WITH_TYPE for other topics, with that explanation.
+        selector = _queue_selector(args.topic, args.brokerName, args.queueId)
+    with args.access_point.create_producer(operation_timeout=args.timeout) as producer:
+        result = producer.send(message, selector=selector)
+    if args.json:
+        return result
+    table(
+        ["Broker Name", "QID", "Queue Offset", "MsgId", "Send Result"],
+        [
+            (
+                result.queue.broker_name,
+                _queue_text(result.queue.queue_id),
+                result.queue_offset,
+                result.message_id,
+                result.status.value,
+            )
+        ],
+        out,
+    )
+    return None
+
+
+def _queue_selector(
+    topic: str, broker: str | None, queue_id: int | None
+) -> Callable[[Sequence[MessageQueue], BytesMessage, Any], MessageQueue]:
+    def select(queues: Sequence[MessageQueue], _message: BytesMessage, _arg: Any) -> MessageQueue:
+        matching = [
+            q
+            for q in queues
+            if (broker is None or q.broker_name == broker) and (queue_id is None or q.queue_id == queue_id)
+        ]
+        if not matching:
+            raise OMSRuntimeException(
+                Code.BAD_REQUEST,
+                f"no writable queue {_where(broker, queue_id)} of topic {topic!r}; writable: "
+                + ", ".join(f"{q.broker_name}:{q.queue_id}" for q in sorted(queues)),
+            )
+        return matching[0]
+
+    return select
+
+
+def _where(broker: str | None, queue_id: int | None) -> str:
+    parts = [
+        f"on broker {broker!r}" if broker is not None else "",
+        f"with id {queue_id}" if queue_id is not None else "",
+    ]
+    return " ".join(p for p in parts if p)
+
+
+def _consume_queues(pc: PullConsumer, args: argparse.Namespace) -> list[MessageQueue]:
+    queues = sorted(pc.queues(args.topic))
+    chosen = [
+        q
+        for q in queues
+        if (args.brokerName is None or q.broker_name == args.brokerName)
+        and (args.queueId is None or q.queue_id == args.queueId)
+    ]
+    if not chosen:
+        raise OMSRuntimeException(
+            Code.BAD_REQUEST,
+            f"no readable queue {_where(args.brokerName, args.queueId)} of topic {args.topic!r}; readable: "
+            + ", ".join(f"{q.broker_name}:{q.queue_id}" for q in queues),
+        )
+    return chosen
+
+
+def _message_row(message: BytesMessage, queue: MessageQueue) -> dict[str, Any]:
+    return {
+        "msg_id": message.message_id,
+        "topic": queue.topic,
+        "broker_name": queue.broker_name,
+        "queue_id": queue.queue_id,
+        "queue_offset": message.queue_offset,
+        "tags": message.tags,
+        "keys": message.keys,
+        "born_timestamp_ms": message.born_timestamp,
+        "store_timestamp_ms": message.store_timestamp,
+        "body": message.body,
+    }
+
+
+def cmd_consume_message(rm: ResourceManager, args: argparse.Namespace, out: TextIO) -> Any:
+    """RocketMQ's ``consumeMessage``: read (never commit) up to ``-c`` messages of a topic or one queue, from
+    ``-o`` offset or the ``-s`` timestamp (default: each queue's first message) up to the ``-e`` timestamp."""
+    if args.offset is not None and args.queueId is None:
+        raise UsageError("consumeMessage -o offset needs -i queueId (and -b brokerName on a multi-broker cluster)")
+    if args.count <= 0:
+        raise UsageError(f"-c must be positive, got {args.count}")
+    rows: list[dict[str, Any]] = []
+    with args.access_point.create_pull_consumer(consumer_id=args.group, operation_timeout=args.timeout) as pc:
+        queues = _consume_queues(pc, args)
+        if args.offset is not None and len(queues) > 1:
+            raise UsageError("-o offset names one queue: give -b brokerName as well (the topic has several brokers)")
+        for queue in queues:
+            if len(rows) >= args.count:
+                break
+            if args.offset is not None:
+                offset = args.offset
+                low, high = pc.earliest_offset(queue), pc.latest_offset(queue)
+                if not low <= offset <= high:
+                    raise OMSRuntimeException(
+                        Code.ILLEGAL_OFFSET, f"offset {offset} is outside {queue}: it holds offsets {low} to {high - 1}"
+                    )
+            elif args.beginTimestamp is not None:
+                offset = pc.offset_for_time(queue, args.beginTimestamp)
+            else:
+                offset = pc.earliest_offset(queue)
+            end = pc.offset_for_time(queue, args.endTimestamp) if args.endTimestamp is not None else None
+            end = pc.latest_offset(queue) if end is None else end
+            while offset < end and len(rows) < args.count:
+                result = pc.pull(queue, offset, min(CONSUME_PULL_BATCH, end - offset, args.count - len(rows)))
+                if result.status is PullStatus.OFFSET_ILLEGAL:
+                    raise OMSRuntimeException(
+                        Code.ILLEGAL_OFFSET,
+                        f"offset {offset} is outside {queue} (min {result.min_offset}, max {result.max_offset})",
+                    )
+                rows.extend(_message_row(msg, queue) for msg in result.messages if (msg.queue_offset or 0) < end)
+                if result.next_offset <= offset:  # nothing more to read before the end
+                    break
+                offset = result.next_offset
+    rows = rows[: args.count]
+    if args.json:
+        return rows
+    table(
+        ["MsgId", "Broker Name", "QID", "Offset", "Tags", "Keys", "Body"],
+        [
+            (
+                r["msg_id"],
+                r["broker_name"],
+                r["queue_id"],
+                r["queue_offset"],
+                r["tags"] or "-",
+                ",".join(r["keys"]) or "-",
+                body_text(r["body"], 200).replace("\n", "\\n"),
+            )
+            for r in rows
+        ],
+        out,
+    )
+    out.write(f"\n{len(rows)} message(s)\n")
+    return None
+
+
 # -- parser -----------------------------------------------------------------------------------------------------
 
 
@@ -493,6 +656,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-b", "--brokerName", help="the broker holding the dead letter (with -o)")
     p.add_argument("-o", "--offset", type=int, help="the dead letter's offset in the DLQ queue")
     p.add_argument("-q", "--queueId", type=int, default=0, help="DLQ queue id (default 0)")
+
+    p = command("sendMessage", cmd_send_message, "Send one message (to a broker/queue on FIFO topics).", direct=False)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-p", "--body", required=True, help="message body (UTF-8)")
+    p.add_argument("-k", "--keys", help="message keys, comma-separated")
+    p.add_argument("-c", "--tags")
+    p.add_argument("-b", "--brokerName", help="send to this broker (FIFO/MIXED topics: see docs/oms.md)")
+    p.add_argument("-i", "--queueId", type=int, help="send to this queue id (FIFO/MIXED topics)")
+
+    p = command(
+        "consumeMessage",
+        cmd_consume_message,
+        "Print messages of a topic or queue (reads only: commits no offset).",
+        direct=False,
+    )
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-g", "--group", default=TOOLS_CONSUMER_GROUP, help=f"default {TOOLS_CONSUMER_GROUP}")
+    p.add_argument("-b", "--brokerName")
+    p.add_argument("-i", "--queueId", type=int)
+    p.add_argument("-o", "--offset", type=int, help="start offset in the -i queue")
+    p.add_argument("-c", "--count", type=int, default=CONSUME_DEFAULT_COUNT, help="at most this many messages")
+    p.add_argument("-s", "--beginTimestamp", type=parse_timestamp, help="start at the first message stored since")
+    p.add_argument("-e", "--endTimestamp", type=parse_timestamp, help="stop before messages stored after")
     return parser
 
 
@@ -522,6 +708,7 @@ def run(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextI
             ) as ap,
             ap.resource_manager() as rm,
         ):
+            args.access_point = ap  # sendMessage/consumeMessage use a producer or pull consumer of their own
             result = args.handler(rm, args, out)
     except UsageError as exc:
         parser.print_usage(err)

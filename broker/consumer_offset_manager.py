@@ -1,6 +1,11 @@
 """Committed consumer offsets per (group, topic, queue) persisted to ``config/consumerOffset.json``.
 
 Commits are in memory; the controller persists them periodically and at shutdown (atomic tmp+fsync+rename).
+
+The reset-offset table (RocketMQ 5's ``resetOffsetTable``) holds offsets an admin reset while the group may be
+running: the next pull of that queue by an offset-based clustering consumer is served from it once
+(``query_then_erase_reset_offset``), so a consumer that holds messages in memory jumps instead of committing its
+old position over the reset. It is not persisted: after a restart the committed offset already is the reset one.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class ConsumerOffsetManager:
         # RocketMQ's key: "topic@group" -> {queue_id: offset}
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self._reset: dict[str, dict[int, int]] = {}
 
     def load(self) -> None:
         data = read_json(self._path) or {}
@@ -42,6 +48,26 @@ class ConsumerOffsetManager:
         with self._lock:
             self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
             self._dirty = True
+
+    def set_reset_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Commit ``offset`` and remember it for the group's next pull of the queue (admin reset while running)."""
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        with self._lock:
+            self._table.setdefault(key, {})[queue_id] = offset
+            self._reset.setdefault(key, {})[queue_id] = offset
+            self._dirty = True
+
+    def query_then_erase_reset_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The pending reset offset of the queue, once (RocketMQ's queryThenEraseResetOffset)."""
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        with self._lock:
+            pending = self._reset.get(key)
+            if not pending:
+                return None
+            offset = pending.pop(queue_id, None)
+            if not pending:
+                del self._reset[key]
+            return offset
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed on this queue."""
@@ -67,6 +93,8 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self._table if k.endswith(suffix)]:
                 del self._table[key]
+            for key in [k for k in self._reset if k.endswith(suffix)]:
+                del self._reset[key]
             self._dirty = True
 
     def remove_topic(self, topic: str) -> None:
@@ -74,4 +102,6 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self._table if k.startswith(prefix)]:
                 del self._table[key]
+            for key in [k for k in self._reset if k.startswith(prefix)]:
+                del self._reset[key]
             self._dirty = True

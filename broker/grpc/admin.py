@@ -242,7 +242,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             new: dict[int, int] = {}
             for qid in range(tc.read_queue_nums):
                 offset = self.ctx.store.get_offset_in_queue_by_time(tc.topic_name, qid, request.timestamp_ms)
-                self.ctx.offsets.commit_offset(request.group, tc.topic_name, qid, offset)
+                # running offset consumers pick the reset up on their next pull (they would overwrite a plain commit)
+                self.ctx.offsets.set_reset_offset(request.group, tc.topic_name, qid, offset)
                 new[qid] = offset
             self.ctx.offsets.persist()
             return admin_pb2.ResetOffsetByTimeResponse(status=_ok(), offsets=new)

@@ -98,6 +98,18 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
             return consume_pb2.UnlockQueuesResponse(status=_status(exc.code, exc.message))
         return consume_pb2.UnlockQueuesResponse(status=_status(Code.OK))
 
+    async def GetConsumerList(
+        self, request: consume_pb2.GetConsumerListRequest, context: Any
+    ) -> consume_pb2.GetConsumerListResponse:
+        try:
+            validate_group(request.group)
+            access.check(self.ctx.plugins, context, "GetConsumerList", access.group(request.group))
+            ids = sorted({c.client_id for c in self.ctx.telemetry.clients(group=request.group)})
+        except MQError as exc:
+            log.info("request refused", rpc="GetConsumerList", code=exc.code.name, reason=exc.message)
+            return consume_pb2.GetConsumerListResponse(status=_status(exc.code, exc.message))
+        return consume_pb2.GetConsumerListResponse(status=_status(Code.OK), client_ids=ids)
+
     async def SendBack(self, request: consume_pb2.SendBackRequest, context: Any) -> consume_pb2.SendBackResponse:
         try:
             validate_group(request.group)
@@ -166,6 +178,11 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
             polling_s = max(0.0, min(polling_s, remaining - DEADLINE_MARGIN_S))
         deadline = time.monotonic() + polling_s
         offset = request.offset
+        reset = ctx.offsets.query_then_erase_reset_offset(group, topic, qid) if request.use_reset_offset else None
+        if reset is not None:
+            log.info("serving a reset offset", group=group, topic=topic, queue_id=qid, offset=reset)
+            offset = reset
+        was_reset = reset is not None
         store = ctx.store
         while True:
             result = store.get_message_raw(group, topic, qid, offset, batch, msg_filter, max_bytes)
@@ -177,6 +194,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
                     max_offset=result.max_offset,
                     count=result.raw_count,
                     records=result.raw,
+                    offset_reset=was_reset,
                 )
             if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
                 # The bounds travel with the refusal so the client corrects its offset without another call.
@@ -188,6 +206,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
                     next_offset=result.next_begin_offset,
                     min_offset=result.min_offset,
                     max_offset=result.max_offset,
+                    offset_reset=was_reset,
                 )
             if result.status in _RETRY_SCAN:
                 offset = max(offset, result.next_begin_offset)
@@ -204,4 +223,5 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
             next_offset=offset,
             min_offset=store.get_min_offset_in_queue(topic, qid),
             max_offset=store.get_max_offset_in_queue(topic, qid),
+            offset_reset=was_reset,
         )

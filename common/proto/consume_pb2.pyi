@@ -15,7 +15,7 @@ class Status(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class PullBatchRequest(_message.Message):
-    __slots__ = ("group", "topic", "queue_id", "offset", "max_messages", "max_bytes", "long_polling_ms", "filter_type", "filter_expression")
+    __slots__ = ("group", "topic", "queue_id", "offset", "max_messages", "max_bytes", "long_polling_ms", "filter_type", "filter_expression", "use_reset_offset")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class PullBatchRequest(_message.Message):
     LONG_POLLING_MS_FIELD_NUMBER: _ClassVar[int]
     FILTER_TYPE_FIELD_NUMBER: _ClassVar[int]
     FILTER_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    USE_RESET_OFFSET_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
     queue_id: int
@@ -34,23 +35,40 @@ class PullBatchRequest(_message.Message):
     long_polling_ms: int
     filter_type: str
     filter_expression: str
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., long_polling_ms: _Optional[int] = ..., filter_type: _Optional[str] = ..., filter_expression: _Optional[str] = ...) -> None: ...
+    use_reset_offset: bool
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., long_polling_ms: _Optional[int] = ..., filter_type: _Optional[str] = ..., filter_expression: _Optional[str] = ..., use_reset_offset: _Optional[bool] = ...) -> None: ...
 
 class PullBatchResponse(_message.Message):
-    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "count", "records")
+    __slots__ = ("status", "next_offset", "min_offset", "max_offset", "count", "records", "offset_reset")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_RESET_FIELD_NUMBER: _ClassVar[int]
     status: Status
     next_offset: int
     min_offset: int
     max_offset: int
     count: int
     records: bytes
-    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    offset_reset: bool
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., offset_reset: _Optional[bool] = ...) -> None: ...
+
+class GetConsumerListRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class GetConsumerListResponse(_message.Message):
+    __slots__ = ("status", "client_ids")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    client_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., client_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SendBackRequest(_message.Message):
     __slots__ = ("group", "topic", "commitlog_offset", "delay_level", "max_reconsume_times")

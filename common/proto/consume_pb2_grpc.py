@@ -54,6 +54,11 @@ class ConsumeStub:
                 request_serializer=common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
                 response_deserializer=common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
                 _registered_method=True)
+        self.GetConsumerList = channel.unary_unary(
+                '/orbitmq.consume.Consume/GetConsumerList',
+                request_serializer=common_dot_proto_dot_consume__pb2.GetConsumerListRequest.SerializeToString,
+                response_deserializer=common_dot_proto_dot_consume__pb2.GetConsumerListResponse.FromString,
+                _registered_method=True)
 
 
 class ConsumeServicer:
@@ -83,6 +88,12 @@ class ConsumeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetConsumerList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConsumeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +116,11 @@ def add_ConsumeServicer_to_server(servicer, server):
                     servicer.UnlockQueues,
                     request_deserializer=common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.FromString,
                     response_serializer=common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.SerializeToString,
+            ),
+            'GetConsumerList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsumerList,
+                    request_deserializer=common_dot_proto_dot_consume__pb2.GetConsumerListRequest.FromString,
+                    response_serializer=common_dot_proto_dot_consume__pb2.GetConsumerListResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +231,33 @@ class Consume:
             '/orbitmq.consume.Consume/UnlockQueues',
             common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
             common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsumerList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.consume.Consume/GetConsumerList',
+            common_dot_proto_dot_consume__pb2.GetConsumerListRequest.SerializeToString,
+            common_dot_proto_dot_consume__pb2.GetConsumerListResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,7 @@ Created by ``MessagingAccessPoint.create_push_consumer`` / ``create_pull_consume
 
 from __future__ import annotations
 
-from oms.consumer.config import ConsumeFromWhere, ConsumerConfig, ConsumerKeys, MessageModel
+from oms.consumer.config import ConsumeFromWhere, ConsumeMode, ConsumerConfig, ConsumerKeys, MessageModel
 from oms.consumer.listener import (
     ConsumeConcurrentlyStatus,
     ConsumeContext,
@@ -19,6 +19,7 @@ __all__ = [
     "ConsumeConcurrentlyStatus",
     "ConsumeContext",
     "ConsumeFromWhere",
+    "ConsumeMode",
     "ConsumeOrderlyStatus",
     "ConsumerConfig",
     "ConsumerKeys",

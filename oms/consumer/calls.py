@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -233,6 +234,7 @@ class ConsumerCalls:
         long_polling_ms: int,
         selector: MessageSelector | None = None,
         max_bytes: int = 0,
+        use_reset_offset: bool = False,
     ) -> consume_pb2.PullBatchResponse:
         """Records from ``offset`` on; OK and MESSAGE_NOT_FOUND return, other statuses raise (ILLEGAL_OFFSET...)."""
         filter_type, expression = selector.pull_filter() if selector is not None else ("", "")
@@ -246,6 +248,7 @@ class ConsumerCalls:
             long_polling_ms=long_polling_ms,
             filter_type=filter_type,
             filter_expression=expression,
+            use_reset_offset=use_reset_offset,
         )
         what = f"PullBatch from {ref.endpoint}"
         try:
@@ -260,6 +263,56 @@ class ConsumerCalls:
         if code == 0:
             raise exception_for(Code.INTERNAL_ERROR, f"{what}: the response carries no status")
         raise PullBatchError(code, f"{what}: {response.status.message}", response)
+
+    # -- offset-based clustering: members, queue leases, send back -------------------------------------------------
+
+    async def _consume_call(self, endpoint: Endpoint, rpc: str, request: Any) -> Any:
+        """A unary ``orbitmq.consume`` call; a non-OK status raises with its code."""
+        what = f"{rpc} to {endpoint}"
+        try:
+            response = await getattr(self._consume_stub(endpoint), rpc)(
+                request, metadata=self.core.headers.build(), timeout=self.timeout_s
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, what) from None
+        code = int(response.status.code)
+        if code != Code.OK:
+            raise exception_for(code or Code.INTERNAL_ERROR, f"{what}: {response.status.message or code_name(code)}")
+        return response
+
+    async def consumer_list(self, endpoint: Endpoint) -> list[str]:
+        """The client ids of the group's live members as ``endpoint`` knows them (sorted)."""
+        request = consume_pb2.GetConsumerListRequest(group=self.group)
+        response = await self._consume_call(endpoint, "GetConsumerList", request)
+        return sorted(response.client_ids)
+
+    async def lock_queues(self, endpoint: Endpoint, topic: str, queue_ids: Sequence[int]) -> tuple[set[int], int]:
+        """Lock or renew queue leases for this client; the queues now held and the lease length in ms."""
+        request = consume_pb2.LockQueuesRequest(
+            group=self.group, topic=topic, client_id=self.core.client_id, queue_ids=list(queue_ids)
+        )
+        response = await self._consume_call(endpoint, "LockQueues", request)
+        return set(response.locked_queue_ids), int(response.lease_ms)
+
+    async def unlock_queues(self, endpoint: Endpoint, topic: str, queue_ids: Sequence[int]) -> None:
+        request = consume_pb2.UnlockQueuesRequest(
+            group=self.group, topic=topic, client_id=self.core.client_id, queue_ids=list(queue_ids)
+        )
+        await self._consume_call(endpoint, "UnlockQueues", request)
+
+    async def send_back(
+        self, endpoint: Endpoint, topic: str, commitlog_offset: int, delay_level: int, max_reconsume_times: int
+    ) -> consume_pb2.SendBackResponse:
+        """consumerSendMsgBack: to %RETRY%<group>, or %DLQ%<group> past max reconsume times (delay_level < 0: now)."""
+        request = consume_pb2.SendBackRequest(
+            group=self.group,
+            topic=topic,
+            commitlog_offset=commitlog_offset,
+            delay_level=delay_level,
+            max_reconsume_times=max_reconsume_times,
+        )
+        response: consume_pb2.SendBackResponse = await self._consume_call(endpoint, "SendBack", request)
+        return response
 
 
 class PullBatchError(OMSRuntimeException):

@@ -29,6 +29,24 @@ class MessageModel(StrEnum):
     BROADCASTING = "BROADCASTING"
 
 
+class ConsumeMode(StrEnum):
+    """How a CLUSTERING push consumer fetches: POP (receive/ack, the RocketMQ 5 push consumer) or PULL (offset-based
+    pulls of allocated queues with broker-side offsets, the RocketMQ 4 ``DefaultMQPushConsumer``)."""
+
+    POP = "POP"
+    PULL = "PULL"
+
+    @classmethod
+    def parse(cls, value: str) -> ConsumeMode:
+        text = value.strip().upper()
+        if text == "OFFSET":  # the same thing, named after what it keeps
+            return cls.PULL
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"{ConsumerKeys.CONSUME_MODE} must be POP or PULL, got {value!r}") from None
+
+
 class ConsumeFromWhere(StrEnum):
     """Where a group starts on a queue it never consumed (an existing offset always wins)."""
 
@@ -55,6 +73,8 @@ class ConsumerKeys:
     """Attribute keys of consumers (RocketMQ ``DefaultMQPushConsumer`` field names, dotted)."""
 
     MESSAGE_MODEL: Final = "rmq.message.model"
+    CONSUME_MODE: Final = "rmq.consume.mode"  # CLUSTERING: POP (default) or PULL (offset-based, queue leases)
+    REBALANCE_LOCK_INTERVAL: Final = "rmq.rebalance.lock.interval"  # ms between lease renewals (orderly PULL)
     CONSUME_FROM_WHERE: Final = "rmq.consume.from.where"
     CONSUME_TIMESTAMP: Final = "rmq.consume.timestamp"  # yyyyMMddHHmmss (local time, as RocketMQ) or ms
     CONSUME_THREAD_NUMS: Final = "rmq.consume.thread.nums"
@@ -90,6 +110,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     ConsumerKeys.SUSPEND_CURRENT_QUEUE_TIME_MILLIS: 1000,
     ConsumerKeys.PERSIST_CONSUMER_OFFSET_INTERVAL: 5000,
     ConsumerKeys.REBALANCE_INTERVAL: 5000,  # the v5 clients' assignment scan period
+    ConsumerKeys.REBALANCE_LOCK_INTERVAL: 20_000,  # rocketmq.client.rebalance.lockInterval
     ConsumerKeys.INVISIBLE_TIME: 30_000,
     ConsumerKeys.AWAIT_TERMINATION_MILLIS: 5000,
 }
@@ -100,6 +121,7 @@ PULL_LONG_POLLING_MS = 15_000  # RocketMQ brokerSuspendMaxTimeMillis
 
 _ALIASES: Final[dict[str, str]] = {
     "orderly": ConsumerKeys.CONSUME_ORDERLY,
+    "consume_mode": ConsumerKeys.CONSUME_MODE,
     "group": NonStandardKeys.CONSUMER_GROUP,
     "consumer_group": NonStandardKeys.CONSUMER_GROUP,
     "batch_size": ConsumerKeys.CONSUME_MESSAGE_BATCH_MAX_SIZE,
@@ -183,6 +205,8 @@ def _ms_list(value: str | None) -> tuple[int, ...]:
 class ConsumerConfig:
     group: str
     message_model: MessageModel
+    consume_mode: ConsumeMode
+    lock_interval_s: float
     consume_from_where: ConsumeFromWhere
     consume_timestamp_ms: int
     consume_thread_nums: int
@@ -262,6 +286,8 @@ class ConsumerConfig:
         return cls(
             group=group,
             message_model=model,
+            consume_mode=ConsumeMode.parse(kv.get_string(ConsumerKeys.CONSUME_MODE) or ConsumeMode.POP.value),
+            lock_interval_s=num(ConsumerKeys.REBALANCE_LOCK_INTERVAL, 10) / 1000,
             consume_from_where=where,
             consume_timestamp_ms=timestamp_ms,
             consume_thread_nums=num(ConsumerKeys.CONSUME_THREAD_NUMS),

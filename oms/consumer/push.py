@@ -1,7 +1,8 @@
 """The OMS ``PushConsumer``: ``attach_queue(topic, listener, expression)``, then messages arrive on listener threads.
 
-CLUSTERING runs on receive/ack (``clustering.py``), BROADCASTING on offset pulls with local offsets
-(``broadcasting.py``); orderly consumption needs a FIFO group in clustering mode.
+CLUSTERING runs on receive/ack (``clustering.py``; orderly needs a FIFO group) or, with ``rmq.consume.mode=PULL``,
+on offset pulls of allocated queues with broker-side offsets and queue leases (``offset_clustering.py``);
+BROADCASTING on offset pulls with local offsets (``broadcasting.py``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from oms.client.core import ClientCore
 from oms.consumer.base import START_TIMEOUT_S, ConsumerBase
 from oms.consumer.broadcasting import BroadcastEngine
 from oms.consumer.clustering import ReceiveEngine, ServerPolicy
-from oms.consumer.config import ConsumerKeys, MessageModel
+from oms.consumer.config import ConsumeMode, ConsumerKeys, MessageModel
 from oms.consumer.engine import EngineStats, Subscription
 from oms.consumer.listener import ListenerAdapter
+from oms.consumer.offset_clustering import OffsetClusteringEngine
 from oms.consumer.offset_store import LocalFileOffsetStore
 from oms.consumer.selector import MessageSelector
 from oms.errors import OMSIllegalStateException
@@ -46,7 +48,7 @@ class PushConsumer(ConsumerBase):
     def __init__(self, access_point: MessagingAccessPoint, attributes: KeyValue) -> None:
         super().__init__(access_point, attributes)
         self._subs: dict[str, Subscription] = {}  # replaced, never mutated: the loop reads it without a lock
-        self._engine: ReceiveEngine | BroadcastEngine | None = None
+        self._engine: ReceiveEngine | BroadcastEngine | OffsetClusteringEngine | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending_pause: tuple[bool, float | None] = (False, None)  # suspend() before startup: (paused, timeout)
         self._policy = ServerPolicy()
@@ -199,10 +201,13 @@ class PushConsumer(ConsumerBase):
             max_workers=cfg.consume_thread_nums, thread_name_prefix=f"oms-consumer-{id(self):x}"
         )
         hooks_args = (cfg, self.subscriptions, self._pool, self._hooks)
-        engine: ReceiveEngine | BroadcastEngine
+        engine: ReceiveEngine | BroadcastEngine | OffsetClusteringEngine
         if cfg.message_model is MessageModel.BROADCASTING:
             store = LocalFileOffsetStore(cfg.offset_store_dir, cfg.instance_name, cfg.group)
             engine = BroadcastEngine(*hooks_args, core, self._calls, store)
+        elif cfg.consume_mode is ConsumeMode.PULL:
+            # queue leases make orderly work on any group: no FIFO flag needed (RocketMQ 4 semantics)
+            engine = OffsetClusteringEngine(*hooks_args, core, self._calls)
         else:
             await self._ensure_policy(core)
             await self._apply_consume_from(core, list(self._subs))

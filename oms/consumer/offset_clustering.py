@@ -184,13 +184,18 @@ class OffsetClusteringEngine(EngineBase):
         state = self._queues.pop(ref)
         state.pq.dropped = True
         await self._stop_loop(ref)
+        unfinished: set[asyncio.Task[None]] = set()
         if state.tasks:
-            await asyncio.wait(set(state.tasks), timeout=self.config.await_termination_s or None)
+            _, unfinished = await asyncio.wait(set(state.tasks), timeout=max(self.config.await_termination_s, 0.1))
         await self._persist_offsets([ref])
         self._committed.pop(ref, None)
         self._sent.pop(ref, None)
         if self.config.orderly:
-            await self._unlock([ref])
+            if unfinished:
+                # a listener still runs on it: another member may take the queue when the lease expires, not now
+                log.warning("%s: a batch of %s is still running; its lease is left to expire", self.calls.group, ref)
+            else:
+                await self._unlock([ref])
         log.info("%s %s gave up %s", self.calls.group, self.core.client_id, ref.queue)
 
     # -- offsets ------------------------------------------------------------------------------------------------
@@ -300,6 +305,15 @@ class OffsetClusteringEngine(EngineBase):
             await asyncio.sleep(min(self.config.lock_interval_s, lease_s / 3 if lease_s else 1.0))
             await self._lock(list(self._queues))
 
+    async def _lease_lapsed(self, state: QueueState) -> None:
+        """Our trusted half of the lease is over: commit while the broker's lease surely still stands (nobody
+        else can have consumed), then forget the position; it is read again under the next lease."""
+        lease_s = self._lease_s
+        if state.lease_until and lease_s and time.monotonic() < state.lease_until + lease_s * LEASE_TRUST_FRACTION:
+            await self._persist_offsets([state.ref])
+        state.lease_until = 0.0
+        state.offset = -1
+
     async def _ensure_lease(self, state: QueueState) -> bool:
         if self._lease_held(state):
             return True
@@ -342,7 +356,7 @@ class OffsetClusteringEngine(EngineBase):
                 return
             if cfg.orderly:
                 if not self._lease_held(state):
-                    state.offset = -1  # whoever held the queue meanwhile moved its offset
+                    await self._lease_lapsed(state)
                     if not await self._ensure_lease(state):
                         continue
                 if state.offset < 0:
@@ -381,7 +395,8 @@ class OffsetClusteringEngine(EngineBase):
         topic = state.queue.topic
         selector = self._selector(topic)
         if selector is None and not topic.startswith(RETRY_PREFIX):
-            return None  # detached: the next rebalance gives the queue up
+            await asyncio.sleep(self.config.rebalance_interval_s)  # detached: the next rebalance gives it up
+            return None
         try:
             response = await self.calls.pull_batch(
                 state.ref,

@@ -5,9 +5,15 @@ through failures and a rebalance, and an admin reset by time while the consumer 
 from __future__ import annotations
 
 import collections
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -33,7 +39,9 @@ ONE_SECOND_LEVELS = " ".join(["1s"] * 18)  # every retry comes back after 1 s
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
     factory = BrokerFactory(tmp_path_factory.mktemp("offset-mode-broker"))
     try:
-        yield factory.broker(options={"rebalanceLockMaxLiveTime": "2000", "messageDelayLevel": ONE_SECOND_LEVELS})
+        # a killed member leaves the group 1.5 s after its streams closed; its leases expire after 2 s
+        options = {"rebalanceLockMaxLiveTime": "2000", "messageDelayLevel": ONE_SECOND_LEVELS, "clientExpireMs": "1500"}
+        yield factory.broker(options=options)
     finally:
         factory.stop_all()
 
@@ -241,3 +249,88 @@ def test_reset_by_time_while_running_re_consumes_from_the_new_position(broker, a
         assert consumer.stats.extra.get("offset_resets", 0) >= 1
     assert all(rec.ok[f"old{i}"] == 1 for i in range(20))  # before the reset time: not consumed again
     assert all(rec.ok[b] == 2 for b in newer)
+
+
+CRASHING_MEMBER = textwrap.dedent(
+    """
+    import sys, time
+    import oms
+
+    addr, group, topic, out = sys.argv[1:5]
+    log = open(out, "a", buffering=1)
+
+    def on(message, context):
+        log.write(f"{message.queue_id} {message.queue_offset} {time.monotonic()}\\n")
+        time.sleep(0.01)
+        return oms.ConsumeOrderlyStatus.SUCCESS
+
+    with oms.get_messaging_access_point(f"oms:rocketmq://{addr}/") as ap:
+        consumer = ap.create_push_consumer(
+            consumer_id=group, consume_mode="PULL", orderly=True, consume_from_where="first", pull_batch_size=4,
+            rebalance_interval=300, persist_consumer_offset_interval=300, long_polling_timeout=500,
+        )
+        consumer.attach_queue(topic, on)
+        consumer.startup()
+        time.sleep(120)  # until killed
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_orderly_member_killed_its_queues_move_after_the_lease_in_order(broker, ap, producer, tmp_path: Path):
+    """A member dies without unlocking (SIGKILL): the survivor gets its queues only after the leases expired,
+    re-reads the committed offsets, and every queue is consumed in order (at least once)."""
+    topic, group, per_queue = "OffModeCrash", "GOffModeCrash", 60
+    create_topic(broker.addr, topic)
+    for i in range(4):
+        send(producer, topic, [f"c{i}-{n}" for n in range(per_queue)])
+    out = tmp_path / "killed.log"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    args = [sys.executable, "-c", CRASHING_MEMBER, broker.addr, group, topic, str(out)]
+    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    survivor: list[tuple[int, int, float]] = []
+    lock = threading.Lock()
+
+    def on(message: oms.BytesMessage, context: oms.ConsumeContext) -> object:
+        with lock:
+            survivor.append((int(message.queue_id or 0), int(message.queue_offset or 0), time.monotonic()))
+        return oms.ConsumeOrderlyStatus.SUCCESS
+
+    def killed_lines() -> list[tuple[int, int, float]]:
+        text = out.read_text() if out.exists() else ""
+        return [(int(q), int(o), float(t)) for q, o, t in (line.split() for line in text.splitlines() if line)]
+
+    orderly = {**FAST, "orderly": True}
+    try:
+        wait_until(lambda: len(killed_lines()) >= 10, timeout=30, what="the first member consuming")
+        with ap.create_push_consumer(consumer_id=group, pull_batch_size=4, **orderly) as b:
+            b.attach_queue(topic, on)
+            wait_until(lambda: len(b.assignments()) > 0 and len(killed_lines()) >= 30, what="both members")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            killed_at = time.monotonic()
+            wait_until(
+                lambda: {(q, o) for q, o, _ in survivor} >= {(q, o) for q in range(4) for o in range(per_queue)},
+                timeout=30,
+                what="every message after the kill",
+            )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    dead = killed_lines()
+    taken_after_kill = 0
+    for qid in range(4):
+        theirs = [(o, t) for q, o, t in dead if q == qid]
+        mine = [(o, t) for q, o, t in survivor if q == qid]
+        for name, seq in (("killed", theirs), ("survivor", mine)):
+            offsets = [o for o, _ in seq]
+            assert offsets == sorted(set(offsets)), f"queue {qid} out of order at the {name} member"
+        assert {o for o, _ in theirs} | {o for o, _ in mine} == set(range(per_queue))
+        if theirs and mine:
+            # one member after the other (the first started first), never both at once; no gap at the handover
+            assert max(t for _, t in theirs) < min(t for _, t in mine), f"queue {qid}: two members at once"
+            assert mine[0][0] <= theirs[-1][0] + 1
+            taken_after_kill += min(t for _, t in mine) > killed_at
+    assert taken_after_kill >= 1  # the killed member's queues moved to the survivor

@@ -368,3 +368,48 @@ def test_oms_depends_on_common_only():
                 names = [node.module]
             for name in names:
                 assert name.split(".")[0] not in {"broker", "namesrv", "plugins", "transports"}, (path, name)
+
+
+# -- stored records as messages (lazy headers) --------------------------------------------------------------------
+
+
+def _stored(props: dict[str, str], **kw):
+    from common.record import RecordView
+    from oms.consumer.records import record_to_message
+
+    record = RecordView(
+        "T", b"body", 3, 41, 9000, props, 0, 0, 1_700_000_000_000, ("10.0.0.1", 5), 1_700_000_000_100,
+        ("10.0.0.2", 8081), 2, 120,
+    )  # fmt: skip
+    return record_to_message(record)
+
+
+def test_stored_message_answers_from_the_record_then_from_headers():
+    props = {"TAGS": "TagA", "KEYS": "k1 k2 k1", "UNIQ_KEY": "ID1", "color": "red", "": "dropped"}
+    lazy = _stored(props)
+    assert isinstance(lazy, oms.BytesMessage)
+    # the conveniences, before the header maps exist
+    assert (lazy.destination, lazy.message_id, lazy.tags, lazy.keys) == ("T", "ID1", "TagA", ["k1", "k2"])
+    assert (lazy.queue_id, lazy.queue_offset, lazy.reconsume_times) == (3, 41, 2)
+    assert (lazy.born_timestamp, lazy.store_timestamp, lazy.body) == (1_700_000_000_000, 1_700_000_000_100, b"body")
+    # the same answers once the maps are built, and the maps hold what the eager mapping held
+    built = _stored(props)
+    assert dict(built.user_headers()) == {"color": "red"}
+    assert dict(built.sys_headers()) == {
+        "DESTINATION": "T", "MESSAGE_ID": "ID1", "rmq.tags": "TagA", "SEARCH_KEYS": "k1,k2,k1",
+        "BORN_TIMESTAMP": "1700000000000", "BORN_HOST": "10.0.0.1", "STORE_TIMESTAMP": "1700000000100",
+        "STORE_HOST": "10.0.0.2:8081", "QUEUE_ID": "3", "QUEUE_OFFSET": "41", "REDELIVERED_NUMBER": "2",
+    }  # fmt: skip
+    assert (built.destination, built.message_id, built.tags, built.keys) == ("T", "ID1", "TagA", ["k1", "k2"])
+    assert (built.queue_id, built.queue_offset, built.reconsume_times) == (3, 41, 2)
+    # writes go to the maps and win over the record from then on
+    changed = _stored(props)
+    changed.tags = "TagB"
+    changed.put_user_headers("extra", 1)
+    changed.destination = "U"
+    assert (changed.tags, changed.destination, changed.user_headers()["extra"]) == ("TagB", "U", "1")
+    assert changed.queue_offset == 41 and "TagB" in repr(changed)
+    bare = _stored({})
+    assert (bare.tags, bare.keys, bare.message_id) == (None, [], "9000"), "no unique key: the commit log offset"
+    with pytest.raises(AttributeError):
+        bare.no_such_attribute  # noqa: B018

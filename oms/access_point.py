@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from oms.admin.manager import ResourceManager
     from oms.consumer.pull import PullConsumer
     from oms.consumer.push import PushConsumer
+    from oms.producer.aio import AsyncProducer
     from oms.producer.producer import Producer
     from oms.producer.transaction import Checker
 
@@ -161,6 +162,16 @@ class MessagingAccessPoint:
                 raise OMSIllegalStateException("the access point was shut down")
             self._children.append(producer)
         return producer
+
+    def create_async_producer(
+        self,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        transaction_checker: Checker | None = None,
+        **kwargs: Any,
+    ) -> AsyncProducer:
+        """``create_producer(...).aio()``: ``async with ap.create_async_producer() as p: await p.send(msg)``."""
+        return self.create_producer(attributes, transaction_checker=transaction_checker, **kwargs).aio()
 
     def create_push_consumer(self, attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> PushConsumer:
         """A push consumer (not started): ``create_push_consumer(consumer_id="G", message_model="BROADCASTING",

@@ -26,7 +26,7 @@ from common.limits import MAX_BATCH_SIZE, MAX_MESSAGE_BODY_SIZE, MAX_SEND_BATCH_
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.client.identity import local_host, new_message_id
-from oms.client.routes import RouteQueue
+from oms.client.routes import RouteQueue, TopicRoute
 from oms.client.rpc import SUCCESS_CODES
 from oms.convert import WireMessage, from_wire, to_wire
 from oms.errors import (
@@ -62,6 +62,7 @@ from oms.version import CLIENT_VERSION
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint
+    from oms.producer.aio import AsyncProducer
 
 T = TypeVar("T")
 log = logging.getLogger("oms.producer")
@@ -368,12 +369,19 @@ class Producer:
 
     def _pin(self, wire: WireMessage, selector: QueueSelector, arg: Any, timeout_s: float) -> RouteQueue:
         """Let ``selector`` choose among the writable queues, and make the broker store the message there."""
+        self._check_pinnable(wire)
+        core = self._running_core()
+        return self._pin_on(wire, selector, arg, self._run(core.routes.get(wire.topic), timeout_s))
+
+    @staticmethod
+    def _check_pinnable(wire: WireMessage) -> None:
         if wire.message_type not in (definition_pb2.NORMAL, definition_pb2.FIFO):
             raise OMSMessageFormatException(
                 Code.BAD_REQUEST, "a selector cannot be combined with a delay or a transaction"
             )
-        core = self._running_core()
-        route = self._run(core.routes.get(wire.topic), timeout_s)
+
+    def _pin_on(self, wire: WireMessage, selector: QueueSelector, arg: Any, route: TopicRoute) -> RouteQueue:
+        """``_pin`` once the route is known (the asyncio producer awaits the route instead of blocking)."""
         writable = route.writable()
         if not writable:
             raise OMSRuntimeException(Code.FORBIDDEN, f"topic {wire.topic!r} has no writable queue")
@@ -767,6 +775,13 @@ class Producer:
                 hostname=self._born_host,
             ),
         )
+
+    def aio(self) -> AsyncProducer:
+        """The same producer for asyncio code: ``await p.send(...)``, ``send_batch``, ``send_oneway``;
+        ``async with producer.aio() as p:`` starts and shuts it down without blocking the event loop."""
+        from oms.producer.aio import AsyncProducer
+
+        return AsyncProducer(self)
 
     def __repr__(self) -> str:
         return f"Producer(client_id={self.client_id!r}, running={self.is_running})"

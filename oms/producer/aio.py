@@ -1,0 +1,169 @@
+"""asyncio face of the producer: ``await send``, ``send_batch``, ``send_oneway`` from any event loop.
+
+``Producer.aio()`` (or ``MessagingAccessPoint.create_async_producer``) wraps a ``Producer``; the sends run on the
+access point's loop exactly as the blocking calls do (same retries, fault avoidance, hooks, batching), and this
+side only awaits their futures, so nothing blocks the caller's loop. Hooks run on the caller's loop, as the
+blocking calls run them on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Coroutine, Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from common.errors import Code
+from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from oms.client.routes import RouteQueue
+from oms.convert import WireMessage
+from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
+from oms.message import BytesMessage
+from oms.producer.producer import RUN_GUARD_S, split_batches
+from oms.producer.result import SendResult
+from oms.producer.selector import QueueSelector
+
+if TYPE_CHECKING:
+    from oms.producer.producer import Producer
+
+log = logging.getLogger("oms.producer.aio")
+
+T = TypeVar("T")
+
+
+class AsyncProducer:
+    """A view of a ``Producer`` for asyncio code; ``async with`` starts and shuts down the producer."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    @property
+    def is_running(self) -> bool:
+        return self.producer.is_running
+
+    async def startup(self) -> AsyncProducer:
+        # startup/shutdown wait on the access point's loop (channels, Telemetry): in a worker thread, never here
+        await asyncio.to_thread(self.producer.startup)
+        return self
+
+    async def shutdown(self) -> None:
+        await asyncio.to_thread(self.producer.shutdown)
+
+    async def __aenter__(self) -> AsyncProducer:
+        return await self.startup()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    # -- running on the access point's loop ---------------------------------------------------------------------
+
+    async def _await(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        try:
+            inner = self.producer._submit(coro)  # tracked: shutdown() waits for sends in flight
+        except OMSException:
+            coro.close()
+            raise
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(inner), timeout_s + RUN_GUARD_S)
+        except TimeoutError:
+            inner.cancel()
+            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
+        except concurrent.futures.CancelledError:
+            raise OMSIllegalStateException("the producer was shut down during the call") from None
+
+    async def _send(self, wires: list[WireMessage], timeout_s: float, pinned: RouteQueue | None) -> list[SendResult]:
+        p = self.producer
+        coro = p._send_wire(wires, time.monotonic() + timeout_s, pinned, p._attempts())
+        results, _ = await self._await(coro, timeout_s)
+        return results
+
+    # -- sends --------------------------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        message: BytesMessage,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """``Producer.send`` awaited: the ``SendResult``, or an ``OMSException`` subclass (transactions: use the
+        blocking producer's ``prepare``/``send(msg, executor)``)."""
+        p = self.producer
+        core = p._running_core()
+        timeout_s = p._timeout(attributes, timeout)
+        wire = p._prepare(message)
+        try:
+            pinned = None
+            if selector is not None:
+                p._check_pinnable(wire)
+                route = await self._await(core.routes.get(wire.topic), timeout_s)
+                pinned = p._pin_on(wire, selector, arg, route)
+            result = (await self._send([wire], timeout_s, pinned))[0]
+        except OMSException as exc:
+            p._hooks.after_send(message, None, exc)
+            raise
+        p._hooks.after_send(message, result, None)
+        return result
+
+    async def send_batch(
+        self,
+        messages: Iterable[BytesMessage],
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> list[SendResult]:
+        """``Producer.send_batch`` awaited: per topic and 4 MiB requests, results in input order; a failed
+        request raises and the requests before it stay stored. ``timeout`` applies per request."""
+        p = self.producer
+        p._running_core()
+        batch = list(messages)
+        if not batch:
+            return []
+        timeout_s = p._timeout(attributes, timeout)
+        results: list[SendResult | None] = [None] * len(batch)
+        wires: list[WireMessage] = []
+        try:
+            for m in batch:
+                wires.append(p._prepare(m))  # a refused member stops the batch before anything is sent
+        except OMSException as exc:
+            for m in batch[: len(wires)]:
+                p._hooks.after_send(m, None, exc)
+            raise
+        try:
+            for chunk in split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES):
+                sent = await self._send([wires[i] for i in chunk], timeout_s, None)
+                for i, result in zip(chunk, sent, strict=True):
+                    results[i] = result
+                    p._hooks.after_send(batch[i], result, None)
+        except OMSException as exc:
+            for i, m in enumerate(batch):
+                if results[i] is None:
+                    p._hooks.after_send(m, None, exc)
+            raise
+        return [r for r in results if r is not None]
+
+    async def send_oneway(self, message: BytesMessage, attributes: Mapping[str, Any] | None = None) -> None:
+        """Fire and forget (one attempt): returns once the send is handed to the loop; errors are logged."""
+        p = self.producer
+        try:
+            p._running_core()
+            timeout_s = p._timeout(attributes, None)
+            wire = p._prepare(message)
+            inner = p._submit(p._send_wire([wire], time.monotonic() + timeout_s, None, 1))
+        except Exception as exc:
+            log.warning("oneway send of %r not sent: %s", message, exc)
+            return
+        # the hooks still hear the outcome, on a producer callback thread as for the blocking send_oneway
+        inner.add_done_callback(lambda done: p._dispatch(p._complete_oneway, message, done))
+
+    def __repr__(self) -> str:
+        return f"AsyncProducer({self.producer!r})"

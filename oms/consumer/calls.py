@@ -7,26 +7,37 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 from google.protobuf import duration_pb2, timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
+from common import message_const as mc
 from common.errors import Code
-from common.proto import consume_pb2, consume_pb2_grpc
+from common.proto import consume_pb2, consume_pb2_grpc, pop_pb2, pop_pb2_grpc
+from common.record import RecordFormatError, iter_records
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.client.rpc import check_status
 from oms.consumer.config import ConsumeFromWhere
+from oms.consumer.records import record_to_message
 from oms.consumer.selector import MessageSelector
+from oms.convert import from_wire
 from oms.errors import OMSResourceNotExistException, OMSRuntimeException, exception_for, from_rpc_error
+from oms.keys import BuiltinKeys
+from oms.message import BytesMessage
 from oms.queue import MessageQueue
 
 log = logging.getLogger("oms.consumer.calls")
+S = TypeVar("S")
+
+
+class _Unimplemented(Exception):
+    """The broker has no ``Pop/ReceiveBatch`` (a RocketMQ 5 proxy): v2 ReceiveMessage it is."""
 
 
 def code_name(code: int) -> str:
@@ -58,18 +69,55 @@ class QueueRef:
 
 
 @dataclass
-class Received:
-    """One ReceiveMessage answer: the messages, and the status when it was not OK/not found."""
+class Receipt:
+    """One received message with what acking, nacking and counting it needs."""
 
-    messages: list[definition_pb2.Message]
+    message: BytesMessage  # sys headers include the receipt handle and the redelivered number
+    handle: str
+    message_id: str
+    attempt: int  # the broker's delivery attempt (1 = first delivery)
+    message_group: str = ""
+
+
+@dataclass
+class Received:
+    """One receive answer: the messages, and the status when it was not OK/not found."""
+
+    receipts: list[Receipt]
     code: int
+
+
+def _receipt_from_v2(pb: definition_pb2.Message) -> Receipt:
+    sp = pb.system_properties
+    return Receipt(
+        from_wire(pb),
+        str(sp.receipt_handle),
+        str(sp.message_id),
+        max(1, int(sp.delivery_attempt)),
+        str(sp.message_group) if sp.HasField("message_group") else "",
+    )
+
+
+def _receipts_from_batch(response: pop_pb2.ReceiveBatchResponse) -> list[Receipt]:
+    out = []
+    records = iter_records(response.records)
+    for record, handle, attempt in zip(records, response.receipt_handles, response.delivery_attempts, strict=True):
+        message = record_to_message(record)
+        sys_h = message.sys_headers()
+        sys_h[BuiltinKeys.RECEIPT_HANDLE] = handle
+        sys_h[BuiltinKeys.REDELIVERED_NUMBER] = max(0, attempt - 1)
+        group = record.properties.get(mc.PROPERTY_MESSAGE_GROUP, "")
+        out.append(Receipt(message, handle, message.message_id or "", max(1, attempt), group))
+    return out
 
 
 class ConsumerCalls:
     def __init__(self, core: ClientCore, group: str) -> None:
         self.core = core
         self.group = group
-        self._consume_stubs: dict[Endpoint, tuple[grpc.aio.Channel, consume_pb2_grpc.ConsumeStub]] = {}
+        self._stubs: dict[tuple[Endpoint, object], tuple[grpc.aio.Channel, Any]] = {}
+        self._no_receive_batch: set[Endpoint] = set()  # brokers answering UNIMPLEMENTED (not OrbitMQ)
+        self.receive_batch_enabled = True  # False: always v2 ReceiveMessage
 
     @property
     def namespace(self) -> str:
@@ -94,6 +142,67 @@ class ConsumerCalls:
         invisible_ms: int | None = None,
         attempt_id: str | None = None,
     ) -> Received:
+        """Pop messages: ``Pop/ReceiveBatch`` where the broker has it (one answer for the batch), else v2
+        ReceiveMessage (one stream response per message, e.g. a RocketMQ proxy)."""
+        attempt_id = attempt_id or str(uuid.uuid4())
+        if self.receive_batch_enabled and not self.namespace and ref.endpoint not in self._no_receive_batch:
+            try:
+                return await self._receive_batch(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
+            except _Unimplemented:
+                self._no_receive_batch.add(ref.endpoint)
+                log.info("%s has no Pop/ReceiveBatch, using v2 ReceiveMessage", ref.endpoint)
+        return await self._receive_v2(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
+
+    async def _receive_batch(
+        self,
+        ref: QueueRef,
+        selector: MessageSelector,
+        batch: int,
+        long_polling_s: float,
+        invisible_ms: int | None,
+        attempt_id: str,
+    ) -> Received:
+        filter_type, expression = selector.pull_filter()
+        request = pop_pb2.ReceiveBatchRequest(
+            group=self.group,
+            topic=ref.queue.topic,
+            queue_id=ref.queue.queue_id,
+            batch_size=batch,
+            invisible_ms=invisible_ms or 0,
+            auto_renew=invisible_ms is None,
+            long_polling_ms=int(long_polling_s * 1000),
+            filter_type=filter_type,
+            filter_expression=expression,
+            attempt_id=attempt_id,
+        )
+        what = f"ReceiveBatch from {ref.endpoint}"
+        try:
+            response: pop_pb2.ReceiveBatchResponse = await self._stub(ref.endpoint, pop_pb2_grpc.PopStub).ReceiveBatch(
+                request, metadata=self.core.headers.build(), timeout=long_polling_s + self.timeout_s
+            )
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise _Unimplemented from None
+            raise from_rpc_error(exc, what) from None
+        code = int(response.status.code)
+        if code == Code.MESSAGE_NOT_FOUND:
+            return Received([], code)
+        if code != Code.OK:
+            raise exception_for(code or Code.INTERNAL_ERROR, f"{what}: {response.status.message or code_name(code)}")
+        try:
+            return Received(_receipts_from_batch(response), code)
+        except (RecordFormatError, ValueError) as exc:
+            raise exception_for(Code.MESSAGE_CORRUPTED, f"{what}: the records do not decode: {exc}") from exc
+
+    async def _receive_v2(
+        self,
+        ref: QueueRef,
+        selector: MessageSelector,
+        batch: int,
+        long_polling_s: float,
+        invisible_ms: int | None,
+        attempt_id: str,
+    ) -> Received:
         """ReceiveMessage: collects the whole stream (status, messages, delivery timestamp) as the v2 clients do."""
         request = service_pb2.ReceiveMessageRequest(
             group=self._group(),
@@ -105,7 +214,7 @@ class ConsumerCalls:
         )
         if invisible_ms is not None:
             request.invisible_duration.CopyFrom(duration_ms(invisible_ms))
-        request.attempt_id = attempt_id or str(uuid.uuid4())
+        request.attempt_id = attempt_id
         what = f"ReceiveMessage from {ref.endpoint}"
         call = self.core.rpc.stub(ref.endpoint).ReceiveMessage(
             request, metadata=self.core.headers.build(), timeout=long_polling_s + self.timeout_s
@@ -125,7 +234,7 @@ class ConsumerCalls:
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.MULTIPLE_RESULTS):
             text = status.message if status is not None else "the stream carried no status"
             raise exception_for(code, f"{what}: {text}")
-        return Received(messages, code)
+        return Received([_receipt_from_v2(pb) for pb in messages], code)
 
     async def ack(self, endpoint: Endpoint, topic: str, entries: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
         """AckMessage for ``(message_id, receipt_handle)`` pairs of one topic; returns ``(handle, code)`` failures."""
@@ -216,15 +325,19 @@ class ConsumerCalls:
 
     # -- batched pull ---------------------------------------------------------------------------------------------
 
-    def _consume_stub(self, endpoint: Endpoint) -> consume_pb2_grpc.ConsumeStub:
+    def _stub(self, endpoint: Endpoint, stub_type: Callable[[grpc.aio.Channel], S]) -> S:
         pool = self.core.runtime.pool
         pool.stub(endpoint)  # makes sure the shared channel of this endpoint exists
-        # PullBatch rides on the access point's channel to the broker (same port as v2): no second connection
+        # OrbitMQ's own services ride on the access point's channel to the broker (same port as v2)
         channel = pool._channels[endpoint][0]
-        cached = self._consume_stubs.get(endpoint)
+        cached = self._stubs.get((endpoint, stub_type))
         if cached is None or cached[0] is not channel:
-            cached = self._consume_stubs[endpoint] = (channel, consume_pb2_grpc.ConsumeStub(channel))
-        return cached[1]
+            cached = self._stubs[(endpoint, stub_type)] = (channel, stub_type(channel))
+        stub: S = cached[1]
+        return stub
+
+    def _consume_stub(self, endpoint: Endpoint) -> consume_pb2_grpc.ConsumeStub:
+        return self._stub(endpoint, consume_pb2_grpc.ConsumeStub)
 
     async def pull_batch(
         self,

@@ -22,7 +22,7 @@ from common.errors import Code
 from common.limits import CONSUMER_BACKOFF_S, DEFAULT_LONG_POLLING_TIMEOUT_S
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
-from oms.consumer.calls import ConsumerCalls, QueueRef, code_name
+from oms.consumer.calls import ConsumerCalls, QueueRef, Receipt, code_name
 from oms.consumer.config import MAX_RECEIVE_BATCH, ConsumerConfig
 from oms.consumer.engine import (
     ERROR_PAUSE_S,
@@ -33,7 +33,7 @@ from oms.consumer.engine import (
 )
 from oms.consumer.listener import ConsumeContext
 from oms.consumer.process_queue import ProcessQueue
-from oms.convert import DELAY_LEVELS_S, from_wire
+from oms.convert import DELAY_LEVELS_S
 from oms.errors import OMSException
 from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
@@ -221,9 +221,9 @@ class ReceiveEngine(EngineBase):
                 await asyncio.sleep(ERROR_PAUSE_S)
                 continue
             attempt_id = None
-            if not got.messages:
+            if not got.receipts:
                 continue
-            delivered = [self._delivered(a, pb) for pb in got.messages]
+            delivered = [self._delivered(a, r) for r in got.receipts]
             self.stats.received += len(delivered)
             pq.put(d.message for d in delivered)
             if self.fifo:
@@ -235,20 +235,17 @@ class ReceiveEngine(EngineBase):
                     chunk = delivered[i : i + size]
                     self._spawn(self._consume_concurrently(a, chunk), f"consume {a.ref.queue}", self._consuming)
 
-    def _delivered(self, a: Assigned, pb: definition_pb2.Message) -> Delivered:
-        message = from_wire(pb)
-        sp = pb.system_properties
-        message_id = str(sp.message_id)
-        attempt = max(1, int(sp.delivery_attempt)) - self._released.get(message_id, 0)
-        message.sys_headers()[BuiltinKeys.REDELIVERED_NUMBER] = max(0, attempt - 1)
+    def _delivered(self, a: Assigned, r: Receipt) -> Delivered:
+        attempt = r.attempt - self._released.get(r.message_id, 0)
+        r.message.sys_headers()[BuiltinKeys.REDELIVERED_NUMBER] = max(0, attempt - 1)
         return Delivered(
-            message=message,
+            message=r.message,
             topic=a.ref.queue.topic,
             endpoint=a.ref.endpoint,
-            handle=str(sp.receipt_handle),
-            message_id=message_id,
+            handle=r.handle,
+            message_id=r.message_id,
             attempt=max(1, attempt),
-            message_group=str(sp.message_group) if sp.HasField("message_group") else "",
+            message_group=r.message_group,
         )
 
     # -- concurrent -----------------------------------------------------------------------------------------------

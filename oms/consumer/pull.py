@@ -23,11 +23,10 @@ from common.errors import Code
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.base import ConsumerBase
-from oms.consumer.calls import PullBatchError, QueueRef, code_name
+from oms.consumer.calls import PullBatchError, QueueRef, Receipt, code_name
 from oms.consumer.config import MAX_RECEIVE_BATCH
 from oms.consumer.records import decode_records
 from oms.consumer.selector import MessageSelector
-from oms.convert import from_wire
 from oms.errors import OMSRuntimeException, exception_for
 from oms.keys import BuiltinKeys, OMSBuiltinKeys
 from oms.keyvalue import KeyValue
@@ -223,22 +222,19 @@ class PullConsumer(ConsumerBase):
             got = await calls.receive(
                 ref, selector, min(batch, MAX_RECEIVE_BATCH), share, invisible_ms=self.config.invisible_ms
             )
-            if got.messages:
-                return self._hold(ref, got.messages)
+            if got.receipts:
+                return self._hold(ref, got.receipts)
         return []
 
-    def _hold(self, ref: QueueRef, messages: list[definition_pb2.Message]) -> list[BytesMessage]:
+    def _hold(self, ref: QueueRef, receipts: list[Receipt]) -> list[BytesMessage]:
         visible_again = time.monotonic() + self.config.invisible_ms / 1000
         out = []
         with self._state_lock:
             self._prune(time.monotonic())
-            for pb in messages:
-                message = from_wire(pb)
-                handle = str(pb.system_properties.receipt_handle)
-                message_id = str(pb.system_properties.message_id)
-                self._held[handle] = _Held(ref.endpoint, ref.queue.topic, message_id, visible_again)
-                self._by_id[message_id] = handle
-                out.append(message)
+            for r in receipts:
+                self._held[r.handle] = _Held(ref.endpoint, ref.queue.topic, r.message_id, visible_again)
+                self._by_id[r.message_id] = r.handle
+                out.append(r.message)
         return out
 
     def _prune(self, now: float) -> None:

@@ -6,19 +6,30 @@ Compressed bodies (sys flag bit 0x1, zlib or gzip) come back as the producer sen
 from __future__ import annotations
 
 import gzip
+import socket
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from common import message_const as mc
 from common.errors import Code
-from common.record import RecordFormatError, RecordView, iter_records
+from common.record import (
+    HEADER,
+    HEADER_SIZE,
+    MESSAGE_MAGIC_CODE,
+    MIN_RECORD_SIZE,
+    PROPS_LEN,
+    RecordView,
+    decode_properties,
+)
 from oms.errors import OMSRuntimeException
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.keyvalue import KeyValue
 from oms.message import BytesMessage
 
 COMPRESSED_FLAG = 0x1
+# a record as decode_records keeps it: header fields, topic, stored body, raw properties, record size
+_Packed = tuple[tuple[Any, ...], str, bytes, bytes, int]
 # Properties the broker keeps for itself; v2 delivery hides them from user properties too.
 _HIDDEN = mc.SYSTEM_PROPERTY_KEYS | {mc.PROPERTY_DLQ_ORIGIN_TOPIC, mc.PROPERTY_DLQ_ORIGIN_MESSAGE_ID}
 
@@ -39,18 +50,29 @@ class StoredMessage(BytesMessage):
     below answer from the record; afterwards the maps are the truth, as for any other message.
     """
 
-    __slots__ = ("_record",)
+    __slots__ = ("_packed", "_record")
 
-    def __init__(self, record: RecordView, body: bytes) -> None:
+    def __init__(self, record: RecordView | None, body: bytes, packed: _Packed | None = None) -> None:
         # the base class's _sys/_user slots stay unset until __getattr__ builds them
         self._body = body
         self._record: RecordView | None = record
+        self._packed: _Packed | None = packed
+
+    def _view(self) -> RecordView | None:
+        """The record while the header maps are not built (decoded from its packed form on first need)."""
+        record = self._record
+        if record is None and self._packed is not None:
+            record = self._record = _unpack(self._packed)
+            self._packed = None
+        return record
 
     def __getattr__(self, name: str) -> Any:
         # Only reached while a slot is unset: the header maps before their first use.
-        if name in ("_sys", "_user") and self._record is not None:
-            self._materialize(self._record)
-            return getattr(self, name)
+        if name in ("_sys", "_user"):
+            record = self._view()
+            if record is not None:
+                self._materialize(record)
+                return getattr(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _materialize(self, record: RecordView) -> None:
@@ -86,7 +108,7 @@ class StoredMessage(BytesMessage):
 
     @property
     def destination(self) -> str | None:
-        record = self._record
+        record = self._view()
         return record.topic if record is not None else super().destination
 
     @destination.setter
@@ -95,12 +117,12 @@ class StoredMessage(BytesMessage):
 
     @property
     def message_id(self) -> str | None:
-        record = self._record
+        record = self._view()
         return _message_id(record) if record is not None else super().message_id
 
     @property
     def tags(self) -> str | None:
-        record = self._record
+        record = self._view()
         return (record.properties.get(mc.PROPERTY_TAGS) or None) if record is not None else super().tags
 
     @tags.setter
@@ -109,7 +131,7 @@ class StoredMessage(BytesMessage):
 
     @property
     def keys(self) -> list[str]:
-        record = self._record
+        record = self._view()
         return list(dict.fromkeys(_keys(record.properties))) if record is not None else super().keys
 
     @keys.setter
@@ -118,27 +140,31 @@ class StoredMessage(BytesMessage):
 
     @property
     def born_timestamp(self) -> int | None:
-        record = self._record
+        record = self._view()
         return record.born_timestamp if record is not None else super().born_timestamp
 
     @property
     def store_timestamp(self) -> int | None:
-        record = self._record
+        record = self._view()
         return record.store_timestamp if record is not None else super().store_timestamp
 
     @property
     def reconsume_times(self) -> int:
-        record = self._record
+        record = self._view()
         return record.reconsume_times if record is not None else super().reconsume_times
 
     @property
     def queue_id(self) -> int | None:
-        record = self._record
+        if self._packed is not None:
+            return int(self._packed[0][3])
+        record = self._view()
         return record.queue_id if record is not None else super().queue_id
 
     @property
     def queue_offset(self) -> int | None:
-        record = self._record
+        if self._packed is not None:
+            return int(self._packed[0][5])
+        record = self._view()
         return record.queue_offset if record is not None else super().queue_offset
 
 
@@ -164,9 +190,74 @@ def record_to_message(record: RecordView) -> BytesMessage:
     return StoredMessage(record, body)
 
 
-def decode_records(raw: bytes) -> Iterator[BytesMessage]:
+def _unpack(packed: _Packed) -> RecordView:
+    """What ``iter_records`` makes of a record, from the pieces ``decode_records`` kept."""
+    h, topic, body, raw_props, size = packed
+    return RecordView(
+        topic,
+        body,
+        h[3],
+        h[5],
+        h[6],
+        decode_properties(raw_props),
+        h[4],
+        h[7],
+        h[8],
+        (socket.inet_ntoa(h[9]), h[10]),
+        h[11],
+        (socket.inet_ntoa(h[12]), h[13]),
+        h[14],
+        size,
+    )
+
+
+def _body_of(topic: str, h: tuple[Any, ...], body: bytes) -> bytes:
     try:
-        for record in iter_records(raw):
-            yield record_to_message(record)
-    except RecordFormatError as exc:
-        raise OMSRuntimeException(Code.MESSAGE_CORRUPTED, f"PullBatch records do not decode: {exc}") from exc
+        return decompress(body)
+    except (OSError, zlib.error) as exc:
+        raise OMSRuntimeException(
+            Code.MESSAGE_CORRUPTED,
+            f"message at {topic}:{h[3]}@{h[5]} is flagged compressed but does not decompress: {exc}",
+        ) from exc
+
+
+def decode_records(raw: bytes) -> list[BytesMessage]:
+    """``Consume/PullBatch`` records as messages, framing checked as ``iter_records`` checks it.
+
+    Each record keeps its header tuple and raw properties; the ``RecordView`` (properties dict, host strings) is
+    built when something needs it. Thousands of live objects per pull made the garbage collector run several
+    times per batch (py-spy: the decode lines twice as slow as in a loop that drops each record at once).
+    """
+    view = memoryview(raw)
+    pos, end = 0, len(view)
+    unpack = HEADER.unpack_from
+    out: list[BytesMessage] = []
+    last_topic_raw, last_topic = b"", ""
+    while pos < end:
+        if end - pos < MIN_RECORD_SIZE:
+            raise _corrupted(f"{end - pos} trailing bytes at {pos} are not a record")
+        h = unpack(view, pos)
+        size = h[0]
+        if h[1] != MESSAGE_MAGIC_CODE or size < MIN_RECORD_SIZE or pos + size > end:
+            raise _corrupted(f"no record at {pos} (size {size}, magic {h[1]:#x})")
+        p = pos + HEADER_SIZE
+        body = bytes(view[p : p + h[16]])
+        p += h[16]
+        tlen = view[p]
+        topic_raw = bytes(view[p + 1 : p + 1 + tlen])
+        if topic_raw != last_topic_raw:  # a pull reads one topic: decode its name once
+            try:
+                last_topic_raw, last_topic = topic_raw, topic_raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _corrupted(f"topic of the record at {pos}: {exc}") from exc
+        p += 1 + tlen
+        (plen,) = PROPS_LEN.unpack_from(view, p)
+        raw_props = bytes(view[p + 2 : p + 2 + plen])
+        packed = (h, last_topic, body, raw_props, size)
+        out.append(StoredMessage(None, _body_of(last_topic, h, body) if h[7] & COMPRESSED_FLAG else body, packed))
+        pos += size
+    return out
+
+
+def _corrupted(what: str) -> OMSRuntimeException:
+    return OMSRuntimeException(Code.MESSAGE_CORRUPTED, f"PullBatch records do not decode: {what}")

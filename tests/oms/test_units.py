@@ -413,3 +413,28 @@ def test_stored_message_answers_from_the_record_then_from_headers():
     assert (bare.tags, bare.keys, bare.message_id) == (None, [], "9000"), "no unique key: the commit log offset"
     with pytest.raises(AttributeError):
         bare.no_such_attribute  # noqa: B018
+
+
+def test_pulled_records_decode_properties_only_when_asked():
+    from common.record import iter_records
+    from oms.consumer.records import decode_records, record_to_message
+    from tests.oms.test_consumer_units import _record
+
+    props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "color": "red"}
+    raw = _record(b"a", props, queue_offset=7) + _record(zlib.compress(b"z" * 50), {}, queue_offset=8, sys_flag=1)
+    first, second = decode_records(raw)
+    assert first._record is None, "nothing decoded beyond the framing yet"
+    assert (first.queue_offset, first.queue_id, first.body, second.body) == (7, 2, b"a", b"z" * 50)
+    assert first._record is None, "offsets come from the header"
+    assert first.tags == "TagA" and first._record is not None
+    eager = [record_to_message(r) for r in iter_records(raw)]
+    for lazy, built in zip(decode_records(raw), eager, strict=True):
+        assert dict(lazy.sys_headers()) == dict(built.sys_headers())
+        assert dict(lazy.user_headers()) == dict(built.user_headers())
+    with pytest.raises(oms.OMSRuntimeException, match="do not decode") as err:
+        decode_records(raw[:-3])
+    assert err.value.code == Code.MESSAGE_CORRUPTED
+    bad = bytearray(raw)
+    bad[4] ^= 0xFF  # the magic code
+    with pytest.raises(oms.OMSRuntimeException, match="magic"):
+        decode_records(bytes(bad))

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 
+from common.errors import Code, MQError
+from common.message_const import PROPERTY_CLIENT_DELAY_LEVEL
+
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 RETRY_BASE_LEVEL = 3  # the first retry waits level 3 (10 s with the default ladder)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -33,3 +36,15 @@ def clamp_level(level: int, levels: tuple[int, ...]) -> int:
 
 def retry_level(reconsume_times: int, levels: tuple[int, ...]) -> int:
     return clamp_level(RETRY_BASE_LEVEL + reconsume_times, levels)
+
+
+def client_delay_level(raw: str, max_level: int) -> int:
+    """A producer's delay level property: an integer; 0 or less means no delay, above ``max_level`` the maximum."""
+    try:
+        level = int(raw)
+    except ValueError:
+        raise MQError(
+            Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+            f"property {PROPERTY_CLIENT_DELAY_LEVEL}={raw!r} is not an integer delay level (1..{max_level})",
+        ) from None
+    return max(0, level)

@@ -40,6 +40,9 @@ PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 
 KEY_SEPARATOR = " "
+# OrbitMQ: a producer's delay level as a user property (v2 reserves DELAY). The broker parks such a message by its
+# own messageDelayLevel ladder; a RocketMQ proxy ignores it and honours the delivery_timestamp sent alongside.
+PROPERTY_CLIENT_DELAY_LEVEL = "rmq.delay.time.level"
 
 # Names the broker sets itself; a producer setting one of these is refused (ILLEGAL_MESSAGE_PROPERTY_KEY).
 SYSTEM_PROPERTY_KEYS: frozenset[str] = frozenset(

@@ -103,7 +103,8 @@ def _timestamp_ms(ms: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def _delivery_ms(message: BytesMessage, now_ms: int) -> int | None:
+def _delivery_ms(message: BytesMessage, now_ms: int) -> tuple[int | None, int | None]:
+    """The delivery time to send, and the delay level it came from (None for a START_TIME or no delay)."""
     start = message.sys_headers().get(BuiltinKeys.START_TIME)
     if start:
         try:
@@ -116,19 +117,20 @@ def _delivery_ms(message: BytesMessage, now_ms: int) -> int | None:
                 f"delivery is {(deliver - now_ms) // 1000}s ahead, the limit is {MAX_DELAY_TIME_MS // 1000}s",
                 Code.ILLEGAL_DELIVERY_TIME,
             )
-        return deliver if deliver > now_ms else None
+        return (deliver if deliver > now_ms else None), None
     found = _first(message, _DELAY_KEYS)
     if found is None:
-        return None
+        return None, None
     key, raw = found
     try:
         level = int(raw)
     except ValueError:
         raise _format_error(key, f"delay level {raw!r} is not an integer") from None
     if level <= 0:
-        return None
-    level = min(level, len(DELAY_LEVELS_S))  # RocketMQ caps levels above the table at the last one
-    return now_ms + DELAY_LEVELS_S[level - 1] * 1000
+        return None, None
+    # The timestamp uses RocketMQ's default ladder (what a RocketMQ 5 proxy honours); OrbitMQ brokers use the level
+    # with their own messageDelayLevel. Levels above the table mean its last one, as in RocketMQ.
+    return now_ms + DELAY_LEVELS_S[min(level, len(DELAY_LEVELS_S)) - 1] * 1000, level
 
 
 def to_wire(
@@ -182,7 +184,7 @@ def to_wire(
         if group is not None:
             validate_message_group(group[1])
             sp.message_group = group[1]
-        deliver_ms = _delivery_ms(message, now_ms)
+        deliver_ms, level = _delivery_ms(message, now_ms)
         if deliver_ms is not None:
             sp.delivery_timestamp.CopyFrom(_timestamp_ms(deliver_ms))
         trace = sys_h.get(BuiltinKeys.TRACE_ID)
@@ -197,6 +199,8 @@ def to_wire(
             if key not in _MAPPED:
                 props[key] = value
         size += validate_user_properties(props)
+        if level is not None:
+            props[mc.PROPERTY_CLIENT_DELAY_LEVEL] = str(level)  # OrbitMQ applies its own ladder to the level
         validate_properties_size(size)
     except MQError as exc:
         raise from_mq_error(exc) from None

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from common.message_const import PROPERTY_CLIENT_DELAY_LEVEL
+
 
 class BuiltinKeys:
     """Names of message sys headers (OMS ``Message.BuiltinKeys``)."""
@@ -76,7 +78,7 @@ class NonStandardKeys:
     # message keys (sys or user headers)
     TAGS: Final = "rmq.tags"
     KEYS: Final = "rmq.keys"
-    DELAY_TIME_LEVEL: Final = "rmq.delay.time.level"
+    DELAY_TIME_LEVEL: Final = PROPERTY_CLIENT_DELAY_LEVEL  # the broker reads it too (common/message_const.py)
     SHARDING_KEY: Final = "rmq.sharding.key"
 
 

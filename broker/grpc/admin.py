@@ -286,7 +286,9 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def QueryMessageByOffset(self, request: Any, context: Any) -> admin_pb2.QueryMessageResponse:
         async def run() -> admin_pb2.QueryMessageResponse:
             access.check_admin(self.ctx.plugins, context, "QueryMessageByOffset", self.ctx.broker_name)
-            self._topic(request.topic)
+            if self.ctx.topics.get(request.topic) is None and not self.ctx.store.queue_ids(request.topic):
+                self._topic(request.topic)  # unknown: TOPIC_NOT_FOUND (system topics such as
+                # SCHEDULE_TOPIC_XXXX have queues but no config, and can be inspected like in RocketMQ)
             result = self.ctx.store.get_message("", request.topic, request.queue_id, request.offset, 1)
             if not result.messages or result.messages[0].queue_offset != request.offset:
                 raise MQError(

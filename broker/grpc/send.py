@@ -15,8 +15,10 @@ from broker.context import BrokerContext
 from broker.grpc.convert import from_v2_message, kind_of_v2, timestamp_to_ms
 from broker.store.message import java_string_hash
 from broker.store.results import PutMessageResult, PutMessageStatus
-from broker.timer_service import deliver_ms_of, encode_recall_handle, to_schedule
+from broker.timer_service import deliver_ms_of, encode_recall_handle, to_delay_level, to_schedule
 from broker.transaction_service import to_half
+from common import message_const as mc
+from common.delay import client_delay_level, parse_delay_levels
 from common.errors import Code, MQError
 from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 from common.route import PermName, TopicConfig, TopicMessageType
@@ -88,6 +90,7 @@ class SendService:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self._round_robin: dict[str, int] = {}
+        self.levels = parse_delay_levels(ctx.config.messageDelayLevel)
 
     def _next_queue(self, tc: TopicConfig) -> int:
         n = max(1, tc.write_queue_nums)
@@ -116,6 +119,9 @@ class SendService:
                 raise MQError(Code.MESSAGE_CORRUPTED, "all messages of a batch must have the same topic")
             total += len(m.body)
             validate_v2_message(m, cfg.maxMessageSize, cfg.maxDelayTimeMills, now_ms, check_topic=False)
+            raw_level = m.user_properties.get(mc.PROPERTY_CLIENT_DELAY_LEVEL)
+            if raw_level is not None:
+                client_delay_level(raw_level, len(self.levels))  # refuses a malformed level before anything is stored
         if len(messages) > 1 and total > MAX_BATCH_SIZE:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
@@ -154,15 +160,21 @@ class SendService:
         inners = []
         scheduled: list[tuple[int, int]] = []  # (index, deliver_ms) of messages parked for the timer
         halves: list[int] = []  # indexes of half (transactional) messages
+        leveled: list[tuple[int, int]] = []  # (index, deliver_ms) of messages parked by delay level
         now_ms = int(time.time() * 1000)
         for i, m in enumerate(messages):
             sp = m.system_properties
             qid = self._fifo_queue(tc, sp.message_group) if sp.HasField("message_group") else shared_queue
             inner = from_v2_message(m, born_host=born_host, store_host=self.ctx.store_host, queue_id=qid)
             deliver_ms = deliver_ms_of(inner.properties)
+            raw_level = inner.properties.pop(mc.PROPERTY_CLIENT_DELAY_LEVEL, None)
+            level = client_delay_level(raw_level, len(self.levels)) if raw_level is not None else 0
             if sp.message_type == definition_pb2.TRANSACTION:
                 inner = to_half(inner)
                 halves.append(i)
+            elif level > 0:
+                # A producer's delay level: parked in SCHEDULE_TOPIC_XXXX queue level-1 by this broker's ladder.
+                leveled.append((i, to_delay_level(inner, level, self.levels, now_ms)))
             elif deliver_ms > now_ms:
                 inner = to_schedule(inner)
                 scheduled.append((i, deliver_ms))
@@ -192,6 +204,10 @@ class SendService:
                     tc.topic_name, self.ctx.broker_name, deliver_ms, messages[i].system_properties.message_id,
                     ar.logics_offset,
                 )  # fmt: skip
+        for i, deliver_ms in leveled:
+            ar = results[i].append_result
+            if timer is not None and ar is not None:
+                timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes, queue_id=inners[i].queue_id)
         for i in halves:
             ar = results[i].append_result
             if transactions is not None and ar is not None:

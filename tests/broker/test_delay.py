@@ -102,3 +102,40 @@ def test_official_producer_recall(broker):
     broker.restart()
     time.sleep(1.5)
     assert _bodies(broker.addr, "RecallT") == [b"kept"]  # the recall survived the restart
+
+
+@pytest.mark.timeout(120)
+def test_producer_delay_levels_use_the_brokers_ladder(broker_factory):
+    """A level set by the oms producer waits this broker's ``messageDelayLevel`` (not RocketMQ's default 5 s for
+    level 2), is parked in SCHEDULE_TOPIC_XXXX queue level-1, caps at the last level and survives a restart."""
+    import oms
+
+    b = broker_factory.broker(options={"messageDelayLevel": "1s 3s 4s"})
+    _delay_topic(b.addr, "LevelT")
+    with oms.get_messaging_access_point(f"oms:rocketmq://{b.addr}/") as ap, ap.create_producer() as producer:
+        t0 = time.time()
+        producer.send(oms.BytesMessage(b"level-1", "LevelT", delay_level=1))
+        producer.send(oms.BytesMessage(b"level-2", "LevelT", delay_level=2))
+        producer.send(oms.BytesMessage(b"level-9", "LevelT", delay_level=9))  # above the ladder: its last level (4 s)
+    with raw_client(b.addr) as c:  # a malformed level from any v2 client is refused, naming property and range
+        refused = c.send(message("LevelT", b"bad", props={"rmq.delay.time.level": "soon"})).status
+    assert refused.code == definition_pb2.Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert "rmq.delay.time.level='soon'" in refused.message and "1..3" in refused.message
+    with grpc.insecure_channel(b.addr) as ch:
+        admin = admin_pb2_grpc.AdminStub(ch)
+        parked = {}
+        for q in range(3):
+            req = admin_pb2.QueryMessageByOffsetRequest(topic="SCHEDULE_TOPIC_XXXX", queue_id=q, offset=0)
+            resp = admin.QueryMessageByOffset(req, timeout=10)
+            assert resp.status.code == OK, resp.status
+            parked[q] = [v.body for v in resp.messages]
+    assert parked == {0: [b"level-1"], 1: [b"level-2"], 2: [b"level-9"]}
+    wait_until(lambda: _bodies(b.addr, "LevelT") == [b"level-1"], 5, what="level 1 (1 s)")
+    assert time.time() - t0 >= 0.9
+    b.restart()  # level 2 (3 s) and the capped one (4 s) are still parked
+    wait_until(lambda: _bodies(b.addr, "LevelT") == [b"level-1", b"level-2", b"level-9"], 10, what="levels 2, 3")
+    assert time.time() - t0 >= 3.9  # the capped one waited the broker's last level (4 s); by RocketMQ's default
+    # ladder level 9 would wait 5 minutes, and the parked queues above already show this broker's level numbers
+    with raw_client(b.addr) as c:
+        delivered = c.pull("g", "LevelT", 0, 0, batch=10).messages
+    assert all("rmq.delay.time.level" not in m.user_properties for m in delivered)

@@ -123,11 +123,18 @@ def test_raw_rocketmq_header_names_are_accepted_for_java_parity():
 
 def test_delay_level_and_start_time_become_delivery_timestamps():
     now = time.time()
-    sp = wire(oms.BytesMessage(b"x", "T", delay_level=3)).pb.system_properties
+    leveled = wire(oms.BytesMessage(b"x", "T", delay_level=3)).pb
+    sp = leveled.system_properties
     assert sp.message_type == definition_pb2.DELAY
-    assert 9 <= sp.delivery_timestamp.seconds - now <= 11  # level 3 = 10 s
+    assert 9 <= sp.delivery_timestamp.seconds - now <= 11  # level 3 = 10 s (what a RocketMQ proxy honours)
+    assert leveled.user_properties["rmq.delay.time.level"] == "3"  # an OrbitMQ broker applies its own ladder
+    capped = wire(oms.BytesMessage(b"x", "T", delay_level=40)).pb
+    assert capped.user_properties["rmq.delay.time.level"] == "40"  # the broker caps it at its own last level
+    assert 7190 <= capped.system_properties.delivery_timestamp.seconds - now <= 7210  # default ladder's 2 h
     at_ms = int((now + 60) * 1000)
-    sp = wire(oms.BytesMessage(b"x", "T", start_time=at_ms)).pb.system_properties
+    timed = wire(oms.BytesMessage(b"x", "T", start_time=at_ms)).pb
+    assert "rmq.delay.time.level" not in timed.user_properties
+    sp = timed.system_properties
     assert sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000 == at_ms
     past = wire(oms.BytesMessage(b"x", "T", start_time=int(now * 1000) - 5000)).pb.system_properties
     assert not past.HasField("delivery_timestamp") and past.message_type == definition_pb2.NORMAL

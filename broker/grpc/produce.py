@@ -18,6 +18,7 @@ from broker.grpc.send import _PUT_STATUS_CODES
 from broker.grpc.servicer import _peer
 from broker.hookspecs import Action
 from broker.store.message import MessageExtBrokerInner
+from broker.store.results import PutResults
 from common import message_const as mc
 from common.errors import Code, MQError
 from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
@@ -152,12 +153,20 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
                 plugins.after_store(inner, result)
         response = produce_pb2.SendBatchResponse(queue_id=queue_id)
         codes = _PUT_STATUS_CODES
-        bad = next((r for r in results if codes.get(r.status) != Code.OK), None)
+        if isinstance(results, PutResults):  # one status for all: no result object per message
+            bad = results[0] if results and codes.get(results.status) != Code.OK else None
+        else:
+            bad = next((r for r in results if codes.get(r.status) != Code.OK), None)
         if bad is None:
             response.status.code = Code.OK
         else:  # e.g. a flush timeout: the records are stored, the status says they may not be durable
             code = codes.get(bad.status, Code.INTERNAL_SERVER_ERROR)
             response.status.CopyFrom(_status(code, bad.error or bad.status.value))
+        if isinstance(results, PutResults):
+            if results.queue_offsets:
+                response.first_queue_offset = results.queue_offsets[0]
+                response.commitlog_offsets.extend(results.commitlog_offsets)
+            return response
         stored = [r.append_result for r in results if r.append_result is not None]
         if stored:
             response.first_queue_offset = stored[0].logics_offset

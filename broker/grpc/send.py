@@ -190,7 +190,7 @@ class SendService:
                     service_pb2.SendResultEntry(status=st, message_id=m.system_properties.message_id) for m in messages
                 ]
                 return service_pb2.SendMessageResponse(status=st, entries=entries)
-        results: list[PutMessageResult] = await self.ctx.store.put_messages_aio(inners)
+        results: Sequence[PutMessageResult] = await self.ctx.store.put_messages_aio(inners)
         if plugins.has_after_store:
             for inner, result in zip(inners, results, strict=True):
                 plugins.after_store(inner, result)
@@ -225,7 +225,7 @@ def _topic_type_for(kinds: set[MessageKind]) -> TopicMessageType:
 
 
 def _response(
-    messages: Sequence[definition_pb2.Message], results: list[PutMessageResult]
+    messages: Sequence[definition_pb2.Message], results: Sequence[PutMessageResult]
 ) -> service_pb2.SendMessageResponse:
     response = service_pb2.SendMessageResponse()
     add = response.entries.add  # in-place adds: no temporary entry objects on the batch hot path

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import socket
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 from typing import NamedTuple
 
+from broker.store.consume_queue import ENTRY as CQ_ENTRY
 from broker.store.message import (
     MessageExt,
     MessageExtBrokerInner,
@@ -105,78 +106,146 @@ def prepare(msg: MessageExtBrokerInner, encoded_properties: bytes | None = None)
         return Encoded(HEADER_SIZE + len(msg.body) + len(tail) + TRAILER.size, tags_code, tail)
     props = encode_properties(properties) if encoded_properties is None else encoded_properties
     if len(props) > MAX_PROPERTIES_BYTES:
-        raise RecordError(f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}")
+        raise PropertiesTooLarge(f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}")
     tail = _topic_prefix(msg.topic) + PROPS_LEN.pack(len(props)) + props
     explicit = msg.tags_code
     tags_code = tags_hash_code(properties.get(TAGS)) if explicit is None else explicit
     return Encoded(HEADER_SIZE + len(msg.body) + len(tail) + TRAILER.size, tags_code, tail)
 
 
+class PropertiesTooLarge(RecordError):
+    """The encoded properties pass ``MAX_PROPERTIES_BYTES`` (the store answers PROPERTIES_SIZE_EXCEEDED)."""
+
+
 @dataclass
 class AppendBatch:
     """One put's records on their way into the CommitLog, and what the append assigned to each.
 
-    The encoder fills ``written`` (physical offsets) and ``queue_offsets`` in record order, and ``cq``
-    (per queue: first queue offset and ``(phys, size, tags_code)`` entries) for the ConsumeQueues.
+    ``raws[i]``, when given, is ``msgs[i].properties`` already encoded. The encoder checks each record against
+    ``max_body`` / ``max_record`` and fills, per message in order, ``written`` (physical offset, -1 when refused),
+    ``sizes`` and ``queue_offsets``; ``refused`` maps a refused message's index to why; ``cq`` holds per queue
+    the first queue offset and the packed ConsumeQueue entries.
     """
 
     msgs: list[MessageExtBrokerInner]
-    encs: list[Encoded]
+    raws: Sequence[bytes | None] | None
     store_timestamp: int
     store_host: tuple[str, int]
     queue_max: Callable[[tuple[str, int]], int]  # next offset of a queue the batch has not touched yet
+    max_body: int
+    max_record: int
     written: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
-    cq: dict[tuple[str, int], tuple[int, list[tuple[int, int, int]]]] = field(default_factory=dict)
+    refused: dict[int, RecordError] = field(default_factory=dict)
+    cq: dict[tuple[str, int], tuple[int, list[bytes]]] = field(default_factory=dict)
     written_bytes: int = 0
-    _next: dict[tuple[str, int], int] = field(default_factory=dict)
+    # per topic, queue id -> the same (first, entries) as in ``cq``: the loop looks queues up without a key tuple
+    _by_topic: dict[str, dict[int, tuple[int, list[bytes]]]] = field(default_factory=dict)
+
+    def refuse(self, index: int, why: RecordError) -> None:
+        self.refused[index] = why
+        self.written.append(-1)
+        self.sizes.append(0)
+        self.queue_offsets.append(-1)
+
+
+def _refusal(msg: MessageExtBrokerInner, raw: bytes | None, batch: AppendBatch) -> RecordError:
+    """Why ``msg`` cannot be stored, naming the field and the limit (the slow path of ``encode_run``)."""
+    if len(msg.body) > batch.max_body:
+        return RecordError(f"body is {len(msg.body)} bytes, maxMessageSize is {batch.max_body}")
+    try:
+        enc = prepare(msg, raw)
+    except RecordError as exc:  # PropertiesTooLarge among them
+        return exc
+    return RecordError(
+        f"record of {enc.size} bytes does not fit a commitlog segment of {batch.max_record + BLANK.size} bytes"
+    )
 
 
 def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[bytes, int]:
     """Encode records of ``batch`` from index ``start`` back to back while they fit in ``room`` bytes.
 
     ``phys`` is the physical offset of the first one. Returns the bytes (one copy into the map) and the index
-    of the first record left out. This loop is the hot path of every put, so it does all per-record work
-    (queue offset, header, CRCs, ConsumeQueue entry) in one pass over plain locals.
+    of the first message left for the next segment. This loop is the hot path of every put, so it does all
+    per-record work (checks, tail, queue offset, header, CRCs, ConsumeQueue entry) in one pass over plain locals.
     """
     parts: list[bytes] = []
     add = parts.append
     pack = HEADER.pack
+    entry = CQ_ENTRY.pack
     crc32 = zlib.crc32
     magic = MESSAGE_MAGIC_CODE
     store_ts = batch.store_timestamp
     store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
-    msgs, encs = batch.msgs, batch.encs
-    next_offset, cq, queue_max = batch._next, batch.cq, batch.queue_max
-    add_written, add_qo = batch.written.append, batch.queue_offsets.append
+    msgs, raws = batch.msgs, batch.raws
+    max_body, max_record = batch.max_body, batch.max_record
+    cq, by_topic, queue_max = batch.cq, batch._by_topic, batch.queue_max
+    add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
+    fixed = HEADER_SIZE + TRAILER.size
     first, end = phys, phys + room
+    last_topic: str | None = None
+    last_born_host, born_ip = "", b""
+    per_queue: dict[int, tuple[int, list[bytes]]] = {}
+    bare = b""
     i, n = start, len(msgs)
     while i < n:
-        enc = encs[i]
-        size = enc.size
+        msg = msgs[i]
+        topic = msg.topic
+        if topic is not last_topic:
+            try:
+                bare = _bare_tail(topic)
+            except RecordError as exc:
+                batch.refuse(i, exc)
+                i += 1
+                continue
+            last_topic = topic
+            per_queue = by_topic.setdefault(topic, {})
+        properties = msg.properties
+        body = msg.body
+        if properties:
+            raw = raws[i] if raws is not None else None
+            props = encode_properties(properties) if raw is None else raw
+            if len(props) > MAX_PROPERTIES_BYTES:
+                why = f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}"
+                batch.refuse(i, PropertiesTooLarge(why))
+                i += 1
+                continue
+            tail = _topic_prefix(topic) + PROPS_LEN.pack(len(props)) + props
+            tags_code = msg.tags_code
+            if tags_code is None:
+                tags_code = tags_hash_code(properties.get(TAGS))
+        else:
+            tail = bare
+            tags_code = msg.tags_code or 0
+        size = fixed + len(body) + len(tail)
+        if size > max_record or len(body) > max_body:
+            batch.refuse(i, _refusal(msg, raws[i] if raws is not None else None, batch))
+            i += 1
+            continue
         if phys + size > end:
             break
-        msg = msgs[i]
-        key = (msg.topic, msg.queue_id)
-        queue_offset = next_offset.get(key)
-        if queue_offset is None:
-            queue_offset = queue_max(key)
-            cq[key] = (queue_offset, [])
-        next_offset[key] = queue_offset + 1
-        body = msg.body
+        queue_id = msg.queue_id
+        slot = per_queue.get(queue_id)
+        if slot is None:
+            key = (topic, queue_id)
+            slot = cq[key] = per_queue[queue_id] = (queue_max(key), [])
+        queue_offset = slot[0] + len(slot[1])
         born = msg.born_host
+        if born[0] != last_born_host:
+            last_born_host, born_ip = born[0], _ip(born[0])
         record = (
             pack(
                 size,
                 magic,
                 crc32(body),
-                msg.queue_id,
+                queue_id,
                 msg.flag,
                 queue_offset,
                 phys,
                 msg.sys_flag,
                 msg.born_timestamp,
-                _ip(born[0]),
+                born_ip,
                 born[1],
                 store_ts,
                 store_ip,
@@ -186,12 +255,13 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
                 len(body),
             )
             + body
-            + enc.tail
+            + tail
         )
         add(record)
         add(crc32(record).to_bytes(4, "big"))
-        cq[key][1].append((phys, size, enc.tags_code))
+        slot[1].append(entry(phys, size, tags_code))
         add_written(phys)
+        add_size(size)
         add_qo(queue_offset)
         phys += size
         i += 1

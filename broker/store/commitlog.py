@@ -43,9 +43,9 @@ class CommitLog:
     def append_batch(self, batch: codec.AppendBatch) -> OSError | None:
         """Write the records of ``batch`` in order; the caller holds the put lock.
 
-        Records are encoded per segment into one buffer and copied into the map once. On return
-        ``batch.written`` holds the physical offsets of the records written (a prefix of the batch); the error
-        that stopped the rest, if any, is returned. Every record must fit an empty segment (checked by the caller).
+        Records are encoded per segment into one buffer and copied into the map once. On return the batch's
+        per-message lists cover the messages gone through (a prefix of the batch); the error that stopped the
+        rest, if any, is returned. The encoder refuses records larger than an empty segment's room.
         """
         limit = self.files.file_size - codec.BLANK.size
         i, n = 0, len(batch.msgs)
@@ -54,8 +54,8 @@ class CommitLog:
                 mf = self.files.get_last_or_create()
                 start = mf.wrote_position
                 data, i = codec.encode_run(batch, i, mf.start_offset + start, limit - start)
-                if not data and start == 0:
-                    raise codec.RecordError(f"record of {batch.encs[i].size} bytes does not fit a segment")
+                if not data and start == 0 and i < n:
+                    raise codec.RecordError(f"message {i} does not fit an empty segment")
                 pos = start + len(data)
                 if data:
                     mf.view[start:pos] = data

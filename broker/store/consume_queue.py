@@ -80,8 +80,8 @@ class ConsumeQueue:
         if end > self.max_phys_offset:
             self.max_phys_offset = end
 
-    def put_batch(self, queue_offset: int, entries: list[tuple[int, int, int]]) -> None:
-        """Append consecutive entries from ``queue_offset`` with one copy when they fit the current segment."""
+    def put_batch(self, queue_offset: int, entries: list[bytes]) -> None:
+        """Append consecutive packed entries from ``queue_offset``, with one copy when they fit the current segment."""
         pos = queue_offset * CQ_UNIT_SIZE
         last = self.files.last()
         if (
@@ -89,15 +89,14 @@ class ConsumeQueue:
             or pos != last.start_offset + last.wrote_position
             or last.wrote_position + len(entries) * CQ_UNIT_SIZE > last.size
         ):
-            for i, (phys, size, tags) in enumerate(entries):
-                self.put(queue_offset + i, phys, size, tags)
+            for i, packed in enumerate(entries):
+                self.put(queue_offset + i, *ENTRY.unpack(packed))
             return
-        pack = ENTRY.pack
         rel = last.wrote_position
         end = rel + len(entries) * CQ_UNIT_SIZE
-        last.view[rel:end] = b"".join([pack(p, s, t) for p, s, t in entries])
+        last.view[rel:end] = b"".join(entries)
         last.wrote_position = end
-        phys, size, _ = entries[-1]
+        phys, size, _ = ENTRY.unpack(entries[-1])
         if phys + size > self.max_phys_offset:
             self.max_phys_offset = phys + size
 

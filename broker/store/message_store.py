@@ -36,6 +36,7 @@ from broker.store.results import (
     MessageFilter,
     PutMessageResult,
     PutMessageStatus,
+    PutResults,
 )
 from common import message_const as mc
 
@@ -57,21 +58,55 @@ class StoreStats:
 _AnyFuture = concurrent.futures.Future[Any] | asyncio.Future[Any]
 
 
+@dataclass(slots=True)
+class _Caller:
+    """One caller's share of a put: its future and where its messages sit in the appended batch."""
+
+    future: _AnyFuture
+    start: int
+    end: int
+    single: bool  # the future wants one result, not a list
+
+    def value(self, results: Sequence[PutMessageResult]) -> Any:
+        if self.single:
+            return results[self.start]
+        if self.start == 0 and self.end == len(results):
+            return results
+        return results[self.start : self.end]
+
+
+_PendingPut = tuple[list[MessageExtBrokerInner], Sequence[bytes | None] | None, asyncio.Future[Any], bool]
+
+
 @dataclass(order=True)
 class _FlushWaiter:
     end_offset: int
     deadline: float = field(compare=False)
-    future: _AnyFuture = field(compare=False)
-    results: list[PutMessageResult] = field(compare=False)
-    single: bool = field(default=False, compare=False)  # the future wants results[0], not the list
+    callers: list[_Caller] = field(compare=False)
+    results: Sequence[PutMessageResult] = field(compare=False)
     loop: asyncio.AbstractEventLoop | None = field(default=None, compare=False)  # set for asyncio futures
     answered: bool = field(default=False, compare=False)
 
 
-def _resolve_on_loop(pairs: list[tuple[asyncio.Future[Any], Any]]) -> None:
-    for fut, value in pairs:
-        if not fut.done():  # a caller may have been cancelled meanwhile
-            fut.set_result(value)
+def _answer(callers: list[_Caller], results: Sequence[PutMessageResult]) -> None:
+    for c in callers:
+        if not c.future.done():  # an asyncio caller may have been cancelled meanwhile
+            c.future.set_result(c.value(results))
+
+
+def _timed_out(results: Sequence[PutMessageResult]) -> Sequence[PutMessageResult]:
+    """``results`` answered FLUSH_DISK_TIMEOUT: stored, but not known to be durable."""
+    if isinstance(results, PutResults):
+        return results.with_status(PutMessageStatus.FLUSH_DISK_TIMEOUT, "flush timed out")
+    return [
+        PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out") if r.ok else r
+        for r in results
+    ]
+
+
+def _answer_all(answers: list[tuple[list[_Caller], Sequence[PutMessageResult]]]) -> None:
+    for callers, results in answers:
+        _answer(callers, results)
 
 
 class DefaultMessageStore:
@@ -103,6 +138,7 @@ class DefaultMessageStore:
         self._index_end = 0  # end of the last record the index thread finished
         self._index_enqueued = 0
         self._index_done = 0
+        self._pending_aio: dict[asyncio.AbstractEventLoop, list[_PendingPut]] = {}  # puts of this loop turn
         self._waiters: list[_FlushWaiter] = []
         self._in_flight: list[_FlushWaiter] = []
         self._finish_lock = threading.Lock()
@@ -254,65 +290,84 @@ class DefaultMessageStore:
 
     def put_message_async(self, msg: MessageExtBrokerInner) -> concurrent.futures.Future[PutMessageResult]:
         future: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
-        self._put([msg], future, single=True)
+        self._put([msg], [_Caller(future, 0, 1, True)])
         return future
 
-    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> list[PutMessageResult]:
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> Sequence[PutMessageResult]:
         return self.put_messages_async(msgs).result()
 
     def put_messages_async(
         self, msgs: list[MessageExtBrokerInner]
-    ) -> concurrent.futures.Future[list[PutMessageResult]]:
+    ) -> concurrent.futures.Future[Sequence[PutMessageResult]]:
         """Append ``msgs`` under one lock; the future resolves once they are durable per ``flushDiskType``."""
-        future: concurrent.futures.Future[list[PutMessageResult]] = concurrent.futures.Future()
-        self._put(msgs, future, single=False)
+        future: concurrent.futures.Future[Sequence[PutMessageResult]] = concurrent.futures.Future()
+        self._put(msgs, [_Caller(future, 0, len(msgs), False)])
         return future
 
     def put_message_aio(self, msg: MessageExtBrokerInner) -> asyncio.Future[PutMessageResult]:
         """``put_message_async`` for callers on an asyncio loop (call from the loop's thread).
 
-        With SYNC_FLUSH, one group commit wakes the loop once for all its waiters instead of once per message.
+        Puts made in one turn of the loop are appended together at the end of it (one lock, one encoder pass,
+        one flush waiter), and one group commit wakes the loop once for all of them.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[PutMessageResult] = loop.create_future()
-        self._put([msg], future, single=True, loop=loop)
-        return future
+        return self._put_aio([msg], None, single=True)
 
     def put_messages_aio(
-        self, msgs: list[MessageExtBrokerInner], encoded_properties: list[bytes] | None = None
-    ) -> asyncio.Future[list[PutMessageResult]]:
-        """``put_messages_async`` for callers on an asyncio loop (call from the loop's thread).
+        self, msgs: list[MessageExtBrokerInner], encoded_properties: Sequence[bytes | None] | None = None
+    ) -> asyncio.Future[Sequence[PutMessageResult]]:
+        """``put_messages_async`` for callers on an asyncio loop (call from the loop's thread), appended with the
+        other puts of the same turn of the loop (see ``put_message_aio``).
 
         ``encoded_properties[i]``, when given, is ``msgs[i].properties`` already encoded (saves encoding twice)."""
+        return self._put_aio(msgs, encoded_properties, single=False)
+
+    def _put_aio(
+        self, msgs: list[MessageExtBrokerInner], raws: Sequence[bytes | None] | None, single: bool
+    ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[PutMessageResult]] = loop.create_future()
-        self._put(msgs, future, single=False, loop=loop, encoded_properties=encoded_properties)
+        future: asyncio.Future[Any] = loop.create_future()
+        pending = self._pending_aio.get(loop)
+        if pending is None:
+            pending = self._pending_aio[loop] = []
+            loop.call_soon(self._drain_aio, loop)
+        pending.append((msgs, raws, future, single))
         return future
+
+    def _drain_aio(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Append every put the loop made since the last drain as one batch; each caller gets its share."""
+        pending = self._pending_aio.pop(loop)
+        if len(pending) == 1:
+            msgs, raws, future, single = pending[0]
+            self._put(msgs, [_Caller(future, 0, len(msgs), single)], loop, raws)
+            return
+        batch: list[MessageExtBrokerInner] = []
+        callers: list[_Caller] = []
+        with_raws = any(raws is not None for _, raws, _, _ in pending)
+        all_raws: list[bytes | None] = []
+        for msgs, raws, future, single in pending:
+            start = len(batch)
+            batch.extend(msgs)
+            if with_raws:
+                all_raws.extend(raws if raws is not None else [None] * len(msgs))
+            callers.append(_Caller(future, start, len(batch), single))
+        self._put(batch, callers, loop, all_raws if with_raws else None)
 
     def _put(
         self,
         msgs: list[MessageExtBrokerInner],
-        future: _AnyFuture,
-        single: bool,
+        callers: list[_Caller],
         loop: asyncio.AbstractEventLoop | None = None,
-        encoded_properties: list[bytes] | None = None,
+        encoded_properties: Sequence[bytes | None] | None = None,
     ) -> None:
-        """Append, dispatch, then resolve ``future`` now (ASYNC_FLUSH) or once a flush covers the batch.
+        """Append, dispatch, then answer the callers now (ASYNC_FLUSH) or once a flush covers the batch.
 
-        An asyncio ``future`` (``loop`` given) is resolved here only from the loop's own thread."""
+        Asyncio callers (``loop`` given) are answered here only from the loop's own thread."""
         if not self._running:
-            refused = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
-            future.set_result(refused[0] if single else refused * len(msgs))
+            _answer(callers, self._not_running(len(msgs)))
             return
         host = self.store_host
         for m in msgs:
             m.store_host = host  # the record carries the host that stored it, as the message id does
-        prepared, n_refused = self._prepare_all(msgs, encoded_properties)
-        if n_refused:
-            valid = [m for m, enc in zip(msgs, prepared, strict=True) if not isinstance(enc, PutMessageResult)]
-            encs = [enc for enc in prepared if not isinstance(enc, PutMessageResult)]
-        else:
-            valid, encs = msgs, prepared  # type: ignore[assignment]  # no refusals: every item is Encoded
         index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
         index_enabled = self.config.messageIndexEnable
         queues = self.queues
@@ -320,48 +375,39 @@ class DefaultMessageStore:
         uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         with self._put_lock:
             if not self._running:  # shutdown() won the lock: the files are closed
-                refused_all = [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")]
-                future.set_result(refused_all[0] if single else refused_all * len(msgs))
+                _answer(callers, self._not_running(len(msgs)))
                 return
             now = int(self.clock() * 1000)
-            batch = codec.AppendBatch(valid, encs, now, host, self._queue_max)
-            error = self.commitlog.append_batch(batch) if valid else None
+            batch = codec.AppendBatch(
+                msgs, encoded_properties, now, host, self._queue_max, self.config.maxMessageSize, self._max_record_size
+            )
+            error = self.commitlog.append_batch(batch)
             if error is not None:
                 log.error("commitlog append failed", extra={"error": str(error)})
-            n_written = len(batch.written)
             for key, (first, entries) in batch.cq.items():
                 if entries:
                     queues[key].put_batch(first, entries)
             end_offset = self.commitlog.max_offset
+            written = batch.written
+            n_written = len(written) - len(batch.refused)
             self.stats.put_messages += n_written
-            # Results, outside the encoder's loop but still under the lock so the index sees appends in order.
-            stored = [
-                PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(phys, enc.size, host, now, qo))
-                for phys, enc, qo in zip(batch.written, encs, batch.queue_offsets, strict=False)  # a prefix was written
-            ]
             self.stats.put_bytes += batch.written_bytes
             if index_enabled:
-                for msg, phys, enc in zip(valid, batch.written, encs, strict=False):
+                # Built under the lock so the index sees appends in order.
+                for msg, phys, size in zip(msgs, written, batch.sizes, strict=False):
                     props = msg.properties
-                    if props:
+                    if props and phys >= 0:
                         uniq = props.get(uniq_prop)
                         keys = tuple(msg.keys) if keys_prop in props else ()
                         if keys or uniq:
-                            index_jobs.append((msg.topic, keys, uniq, phys, enc.size, now))
+                            index_jobs.append((msg.topic, keys, uniq, phys, size, now))
                 if index_jobs:
                     self._index_enqueued += 1
                     self._index_queue.put(index_jobs)
-        if n_written < len(valid):
-            lost = PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
-            stored.extend([lost] * (len(valid) - n_written))
-        if valid is msgs:
-            results = stored
-        else:
-            it = iter(stored)
-            results = [enc if isinstance(enc, PutMessageResult) else next(it) for enc in prepared]
+        results = self._results(batch, host, now, error)
         arrived = {key: first + len(entries) for key, (first, entries) in batch.cq.items() if entries}
         if self._dispatchers and n_written:
-            for msg, r in zip(valid, stored, strict=True):
+            for msg, r in zip(msgs, results, strict=True):
                 if r.append_result is not None:
                     for d in self._dispatchers:
                         d.dispatch(msg, r.append_result)
@@ -369,10 +415,10 @@ class DefaultMessageStore:
             for listener in self._listeners:
                 listener(topic, qid, max_offset)
         if not n_written or self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH:
-            future.set_result(results[0] if single else results)
+            _answer(callers, results)
             return
         deadline = time.monotonic() + self.config.syncFlushTimeout / 1000
-        waiter = _FlushWaiter(end_offset, deadline, future, results, single, loop)
+        waiter = _FlushWaiter(end_offset, deadline, callers, results, loop)
         with self._flush_cond:
             closed = self._flush_closed
             if not closed:
@@ -381,51 +427,33 @@ class DefaultMessageStore:
         if closed:  # shutdown's final flush already covered this append
             self._finish([(waiter, results)])
 
-    def _prepare_all(
-        self, msgs: list[MessageExtBrokerInner], encoded_properties: list[bytes] | None = None
-    ) -> tuple[list[codec.Encoded | PutMessageResult], int]:
-        """Encode what can be encoded before the lock; a refused message gets its result instead (counted)."""
-        max_body, max_record = self.config.maxMessageSize, self._max_record_size
-        prepare = codec.prepare
-        out: list[codec.Encoded | PutMessageResult] = []
-        add = out.append
-        raws: Sequence[bytes | None] = encoded_properties or [None] * len(msgs)
-        refused = 0
-        for msg, raw in zip(msgs, raws, strict=True):
-            try:
-                enc: codec.Encoded | None = prepare(msg, raw)
-            except codec.RecordError:
-                enc = None  # refused below by the slow path, which names the field and the limit
-            if enc is not None and enc.size <= max_record and len(msg.body) <= max_body:
-                add(enc)
-                continue
-            checked = self._prepare(msg)
-            refused += isinstance(checked, PutMessageResult)
-            add(checked)
-        return out, refused
+    @staticmethod
+    def _not_running(count: int) -> list[PutMessageResult]:
+        return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * count
 
-    def _prepare(self, msg: MessageExtBrokerInner) -> codec.Encoded | PutMessageResult:
-        if len(msg.body) > self.config.maxMessageSize:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"body is {len(msg.body)} bytes, maxMessageSize is {self.config.maxMessageSize}",
-            )
-        try:
-            enc = codec.prepare(msg)
-        except codec.RecordError as exc:
-            status = (
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                if "properties" in str(exc)
-                else PutMessageStatus.MESSAGE_ILLEGAL
-            )
-            return PutMessageResult(status, error=str(exc))
-        if enc.size > self._max_record_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"record of {enc.size} bytes does not fit a commitlog segment "
-                f"of {self.config.mappedFileSizeCommitLog} bytes",
-            )
-        return enc
+    @staticmethod
+    def _results(
+        batch: codec.AppendBatch, host: tuple[str, int], now: int, error: OSError | None
+    ) -> Sequence[PutMessageResult]:
+        """Per message: stored (lazily built when all were), refused with the field and limit, or not written."""
+        if not batch.refused and len(batch.written) == len(batch.msgs):
+            return PutResults(batch.written, batch.sizes, batch.queue_offsets, host, now)
+        results: list[PutMessageResult] = []
+        for i, (phys, size, qo) in enumerate(zip(batch.written, batch.sizes, batch.queue_offsets, strict=True)):
+            why = batch.refused.get(i)
+            if why is not None:
+                status = (
+                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                    if isinstance(why, codec.PropertiesTooLarge)
+                    else PutMessageStatus.MESSAGE_ILLEGAL
+                )
+                results.append(PutMessageResult(status, error=str(why)))
+            else:
+                stored = AppendMessageResult(phys, size, host, now, qo)
+                results.append(PutMessageResult(PutMessageStatus.PUT_OK, stored))
+        lost = PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
+        results.extend([lost] * (len(batch.msgs) - len(results)))
+        return results
 
     # ------------------------------------------------------------------ flush services
     def _flush_loop(self) -> None:
@@ -450,7 +478,7 @@ class DefaultMessageStore:
 
     def _complete_waiters(self, waiters: list[_FlushWaiter], flushed: int) -> None:
         pending: list[_FlushWaiter] = []
-        done: list[tuple[_FlushWaiter, list[PutMessageResult]]] = []
+        done: list[tuple[_FlushWaiter, Sequence[PutMessageResult]]] = []
         for w in waiters:
             if w.answered:
                 continue  # already answered FLUSH_DISK_TIMEOUT by the timeout watcher
@@ -463,24 +491,23 @@ class DefaultMessageStore:
             self._in_flight = []
             self._waiters.extend(pending)
 
-    def _finish(self, items: list[tuple[_FlushWaiter, list[PutMessageResult]]]) -> None:
+    def _finish(self, items: list[tuple[_FlushWaiter, Sequence[PutMessageResult]]]) -> None:
         """Answer waiters once each; asyncio futures are resolved by one callback per loop."""
         with self._finish_lock:  # the flush thread and the timeout watcher may race for one waiter
             todo = [(w, r) for w, r in items if not w.answered]
             for w, _ in todo:
                 w.answered = True
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[list[_Caller], Sequence[PutMessageResult]]]] = {}
         for w, results in todo:
-            value = results[0] if w.single else results
             if w.loop is None:
-                w.future.set_result(value)
+                _answer(w.callers, results)
             else:
-                by_loop.setdefault(w.loop, []).append((w.future, value))  # type: ignore[arg-type]
-        for loop, pairs in by_loop.items():
+                by_loop.setdefault(w.loop, []).append((w.callers, results))
+        for loop, answers in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve_on_loop, pairs)
+                loop.call_soon_threadsafe(_answer_all, answers)
             except RuntimeError:
-                log.warning("event loop closed before its puts were answered", extra={"count": len(pairs)})
+                log.warning("event loop closed before its puts were answered", extra={"count": len(answers)})
 
     def _flush_timeout_loop(self) -> None:
         """Answer FLUSH_DISK_TIMEOUT to writers waiting longer than ``syncFlushTimeout``, even mid-flush."""
@@ -488,18 +515,7 @@ class DefaultMessageStore:
             now = time.monotonic()
             with self._flush_cond:
                 candidates = [w for w in (*self._waiters, *self._in_flight) if now >= w.deadline and not w.answered]
-            timed_out = [
-                (
-                    w,
-                    [
-                        PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out")
-                        if r.ok
-                        else r
-                        for r in w.results
-                    ],
-                )
-                for w in candidates
-            ]
+            timed_out = [(w, _timed_out(w.results)) for w in candidates]
             if timed_out:
                 self._finish(timed_out)
 

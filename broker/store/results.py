@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, overload
 
 from broker.store.consume_queue_ext import CqExtUnit
 from broker.store.message import MessageExt, MessageExtBrokerInner
@@ -48,6 +49,75 @@ class PutMessageResult:
     @property
     def ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK
+
+
+class PutResults(Sequence[PutMessageResult]):
+    """The results of a batch whose every record was written, built per item only when asked for.
+
+    A put of thousands of small messages would otherwise spend as long building result objects as writing
+    the records; callers that want only offsets read ``commitlog_offsets`` / ``queue_offsets`` directly.
+    """
+
+    __slots__ = ("commitlog_offsets", "error", "queue_offsets", "sizes", "status", "store_host", "store_timestamp")
+
+    def __init__(
+        self,
+        commitlog_offsets: list[int],
+        sizes: list[int],
+        queue_offsets: list[int],
+        store_host: tuple[str, int],
+        store_timestamp: int,
+        status: PutMessageStatus = PutMessageStatus.PUT_OK,
+        error: str = "",
+    ) -> None:
+        self.commitlog_offsets = commitlog_offsets
+        self.sizes = sizes
+        self.queue_offsets = queue_offsets
+        self.store_host = store_host
+        self.store_timestamp = store_timestamp
+        self.status = status
+        self.error = error
+
+    def with_status(self, status: PutMessageStatus, error: str) -> PutResults:
+        """The same records answered with another status (a flush that timed out)."""
+        return PutResults(
+            self.commitlog_offsets, self.sizes, self.queue_offsets, self.store_host, self.store_timestamp, status, error
+        )
+
+    def __len__(self) -> int:
+        return len(self.commitlog_offsets)
+
+    def _at(self, i: int) -> PutMessageResult:
+        append = AppendMessageResult(
+            self.commitlog_offsets[i], self.sizes[i], self.store_host, self.store_timestamp, self.queue_offsets[i]
+        )
+        return PutMessageResult(self.status, append, self.error)
+
+    @overload
+    def __getitem__(self, index: int) -> PutMessageResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> PutResults: ...
+
+    def __getitem__(self, index: int | slice) -> PutMessageResult | PutResults:
+        if isinstance(index, slice):  # one caller's share of a batch appended with other callers' puts
+            return PutResults(
+                self.commitlog_offsets[index],
+                self.sizes[index],
+                self.queue_offsets[index],
+                self.store_host,
+                self.store_timestamp,
+                self.status,
+                self.error,
+            )
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._at(index)
+
+    def __iter__(self) -> Iterator[PutMessageResult]:
+        return (self._at(i) for i in range(len(self)))
 
 
 class GetMessageStatus(Enum):

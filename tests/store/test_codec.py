@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from broker.store import codec
 from broker.store.codec import ScanStatus
+from broker.store.consume_queue import ENTRY as CQ_ENTRY
 from broker.store.message import MessageExtBrokerInner, java_string_hash
 from common.record import decode_properties, encode_properties
 
@@ -107,44 +108,87 @@ def test_oversized_properties_are_refused() -> None:
     st.integers(0, 2**42),
     st.integers(0, 3000),
     st.integers(0, 2**40),
+    st.integers(0, 2048),
+    st.booleans(),
 )
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_encode_run_is_the_records_back_to_back(
-    msgs: list[MessageExtBrokerInner], phys: int, store_ts: int, room: int, first_offset: int
+    msgs: list[MessageExtBrokerInner],
+    phys: int,
+    store_ts: int,
+    room: int,
+    first_offset: int,
+    max_body: int,
+    raw_properties: bool,
 ) -> None:
-    """The store's one-pass encoder writes what ``encode`` writes, stops at ``room``, numbers each queue."""
+    """The store's one-pass encoder writes what ``encode`` writes, stops at ``room``, numbers each queue, and
+    leaves out (without a queue offset) every message over ``max_body``."""
     store_host = ("192.168.0.1", 10911)
     for m in msgs:
         m.store_host = store_host
-    encs = [codec.prepare(m) for m in msgs]
-    batch = codec.AppendBatch(msgs, encs, store_ts, store_host, queue_max=lambda key: first_offset + key[1])
+    raws = [encode_properties(m.properties) if m.properties else None for m in msgs] if raw_properties else None
+    batch = codec.AppendBatch(
+        msgs, raws, store_ts, store_host, lambda key: first_offset + key[1], max_body=max_body, max_record=1 << 30
+    )
     data, end = codec.encode_run(batch, 0, phys, room)
     expected = b""
     next_offsets: dict[tuple[str, int], int] = {}
-    for m, enc in zip(msgs, encs, strict=True):
-        if len(expected) + enc.size > room:
+    stop = len(msgs)
+    for i, m in enumerate(msgs):
+        if len(m.body) > max_body:
+            assert f"maxMessageSize is {max_body}" in str(batch.refused[i])
+            continue
+        if len(expected) + codec.prepare(m).size > room:
+            stop = i
             break
         key = (m.topic, m.queue_id)
         qo = next_offsets.get(key, first_offset + m.queue_id)
         next_offsets[key] = qo + 1
         expected += codec.encode(m, qo, phys + len(expected), store_ts)
     assert data == expected
-    assert end == len(batch.written) == len(batch.queue_offsets)
+    assert end == stop == len(batch.written) == len(batch.queue_offsets) == len(batch.sizes)
+    assert set(batch.refused) == {i for i in range(end) if len(msgs[i].body) > max_body}
     pos = 0
     for i in range(end):
+        if i in batch.refused:
+            assert (batch.written[i], batch.queue_offsets[i]) == (-1, -1)
+            continue
         info = codec.check_record(data, pos, len(data))
         assert info.status is ScanStatus.OK
-        assert (info.queue_offset, info.physical_offset) == (batch.queue_offsets[i], batch.written[i])
+        assert (info.queue_offset, info.physical_offset, info.size) == (
+            batch.queue_offsets[i],
+            batch.written[i],
+            batch.sizes[i],
+        )
         assert batch.written[i] == phys + pos
         assert codec.decode(data, pos).body == msgs[i].body
         pos += info.size
     entries = sum(len(e) for _, e in batch.cq.values())
-    assert entries == end
+    assert entries == end - len(batch.refused)
     for (topic, qid), (first, queue_entries) in batch.cq.items():
         assert first == first_offset + qid
-        assert [p for p, _, _ in queue_entries] == [
-            batch.written[i] for i in range(end) if (msgs[i].topic, msgs[i].queue_id) == (topic, qid)
+        assert [CQ_ENTRY.unpack(e)[0] for e in queue_entries] == [
+            batch.written[i]
+            for i in range(end)
+            if (msgs[i].topic, msgs[i].queue_id) == (topic, qid) and i not in batch.refused
         ]
+
+
+def test_encode_run_refuses_oversized_properties_and_topics_by_name() -> None:
+    big = {"k": "v" * 40_000}
+    msgs = [
+        MessageExtBrokerInner("T", b"a", 0),
+        MessageExtBrokerInner("T", b"b", 0, big),
+        MessageExtBrokerInner("x" * 300, b"c", 0),
+        MessageExtBrokerInner("T", b"d", 0),
+    ]
+    batch = codec.AppendBatch(msgs, None, 0, ("127.0.0.1", 1), lambda key: 0, max_body=1024, max_record=1 << 20)
+    data, end = codec.encode_run(batch, 0, 0, 1 << 20)
+    assert end == 4 and sorted(batch.refused) == [1, 2]
+    assert isinstance(batch.refused[1], codec.PropertiesTooLarge) and "the limit is" in str(batch.refused[1])
+    assert "topic is 300 bytes, the limit is 255" in str(batch.refused[2])
+    assert batch.queue_offsets == [0, -1, -1, 1]  # refused messages take no queue offset
+    assert [codec.decode(data, p - batch.written[0]).body for p in (batch.written[0], batch.written[3])] == [b"a", b"d"]
 
 
 def test_explicit_tags_code_wins_over_the_tag_hash() -> None:

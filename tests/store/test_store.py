@@ -11,7 +11,13 @@ import pytest
 from broker.store.config import FlushDiskType
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
 from broker.store.message_store import DefaultMessageStore
-from broker.store.results import AppendMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
+from broker.store.results import (
+    AppendMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    PutResults,
+)
 from common.msgid import decode_offset_message_id
 from tests.procs import wait_until
 from tests.store.conftest import StoreFactory
@@ -258,6 +264,63 @@ def test_aio_puts_resolve_on_the_loop_and_share_flushes(
         last = store.commitlog.files.last()
         assert last is not None and last.flushed_position >= last.wrote_position
         assert 1 <= len(syncs) < 100, "concurrent writers must share group commits"
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_aio_puts_of_one_loop_turn_are_appended_together(
+    store_factory: StoreFactory, flush: FlushDiskType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Singles, batches, a refused message and a cancelled caller in one turn: one append, each caller its share."""
+    store = store_factory(flushDiskType=flush, maxMessageSize=64)
+    appends: list[int] = []
+    real_append = store.commitlog.append_batch
+
+    def counting(batch):  # type: ignore[no-untyped-def]
+        appends.append(len(batch.msgs))
+        return real_append(batch)
+
+    monkeypatch.setattr(store.commitlog, "append_batch", counting)
+
+    async def run() -> list[object]:
+        first = store.put_message_aio(msg(0, qid=2))
+        batch = store.put_messages_aio([msg(1, qid=2), MessageExtBrokerInner("T", b"x" * 65, 2), msg(2, qid=2)])
+        cancelled = store.put_message_aio(msg(3, qid=2))
+        cancelled.cancel()
+        last = store.put_message_aio(msg(4, qid=3))
+        return list(await asyncio.wait_for(asyncio.gather(first, batch, last), 10))
+
+    first, batch, last = asyncio.run(run())
+    assert appends == [6], "the puts of one loop turn go through one append"
+    assert isinstance(first, PutMessageResult) and first.ok and first.append_result is not None
+    assert first.append_result.logics_offset == 0
+    assert [r.status for r in batch] == [  # type: ignore[attr-defined]
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.MESSAGE_ILLEGAL,
+        PutMessageStatus.PUT_OK,
+    ]
+    assert "maxMessageSize is 64" in batch[1].error  # type: ignore[index]
+    assert [r.append_result.logics_offset for r in batch if r.ok] == [1, 2]  # type: ignore[attr-defined]
+    assert isinstance(last, PutMessageResult) and last.ok and last.append_result is not None
+    assert last.append_result.logics_offset == 0
+    # The cancelled caller's message was appended with the others (as a send whose reply was lost would be).
+    got = store.get_message("g", "T", 2, 0, 10)
+    assert [m.body for m in got.messages] == [msg(i).body for i in (0, 1, 2, 3)]
+
+
+def test_put_results_are_built_on_demand() -> None:
+    results = PutResults([100, 300, 700], [200, 400, 100], [5, 6, 7], ("10.0.0.1", 10911), 1234)
+    assert len(results) == 3
+    assert results[1] == PutMessageResult(
+        PutMessageStatus.PUT_OK, AppendMessageResult(300, 400, ("10.0.0.1", 10911), 1234, 6)
+    )
+    assert results[-1].append_result is not None and results[-1].append_result.wrote_offset == 700
+    with pytest.raises(IndexError):
+        results[3]
+    share = results[1:]
+    assert isinstance(share, PutResults) and [r.append_result.logics_offset for r in share] == [6, 7]  # type: ignore[union-attr]
+    late = results.with_status(PutMessageStatus.FLUSH_DISK_TIMEOUT, "flush timed out")
+    assert [r.status for r in late] == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 3
+    assert late[0].append_result == results[0].append_result and late[0].error == "flush timed out"
 
 
 def test_aio_put_on_a_slow_disk_gets_flush_disk_timeout(

@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import importlib
 import os
 import signal
 import sys
 from typing import Any
 
-from broker.config import load_broker_settings
+from broker.config import BrokerConfig, load_broker_settings
 from broker.controller import BrokerController
 from common.config import ConfigError
 from common.limits import DEFAULT_NAMESRV_PORT
@@ -67,6 +68,23 @@ async def _start_embedded_namesrv(port: int) -> tuple[Any, int]:
     return namesrv, int(bound)
 
 
+def tune_gc(config: BrokerConfig) -> None:
+    """Apply ``gcThresholds`` and ``gcFreezeAfterStartup`` once the broker has started.
+
+    A full (generation 2) collection walks every tracked object; right after startup that is mostly the import-time
+    heap (grpc, protobuf descriptors, plugins) plus recovered metadata, which never becomes garbage. Freezing it
+    moves it out of the collector's sight, so a gen-2 pause in steady state costs what was allocated since
+    (measured: one 26-32 ms stall every ~15 s at 10k msg/s without it, the bulk of the e2e p99 tail's maximum).
+    """
+    thresholds = config.gc_thresholds()
+    if thresholds is not None:
+        gc.set_threshold(*thresholds)
+    if config.gcFreezeAfterStartup:
+        gc.collect()  # what is garbage now should not be frozen with the rest
+        gc.freeze()
+    log.info("gc tuned", thresholds=gc.get_threshold(), frozen=gc.get_freeze_count())
+
+
 async def run(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     namesrv: Any = None
@@ -82,6 +100,7 @@ async def run(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         port = await controller.start()
+        tune_gc(settings.broker)
         access = f"{settings.broker.brokerIP1}:{port}"
         if namesrv is not None:
             print(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.store.config import MessageStoreConfig
-from common.config import build_config, load_properties
+from common.config import ConfigError, build_config, load_properties
 from common.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from common.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_BODY_SIZE
 
@@ -50,6 +50,19 @@ class BrokerConfig:
     defaultAllocateStrategy: str = "AVG"  # QueryAssignment strategy for groups that name none
     aclEnable: bool = False
     aclFile: str = ""  # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+    # Python runtime (docs/broker.md, "Latency and the Python runtime")
+    gcFreezeAfterStartup: bool = True  # gc.freeze() once started: gen-2 collections skip the startup heap
+    gcThresholds: str = ""  # "gen0,gen1,gen2" for gc.set_threshold; empty keeps Python's defaults (700,10,10)
+
+    def gc_thresholds(self) -> tuple[int, int, int] | None:
+        """``gcThresholds`` parsed, None when unset; three non-negative integers (gen0 > 0) or ConfigError."""
+        text = self.gcThresholds.strip()
+        if not text:
+            return None
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[0]) == 0:
+            raise ConfigError(f"gcThresholds {self.gcThresholds!r} is not 'gen0,gen1,gen2' (integers, gen0 > 0)")
+        return int(parts[0]), int(parts[1]), int(parts[2])
 
     def disabled_plugins(self) -> list[str]:
         return [p.strip() for p in self.pluginsDisabled.split(",") if p.strip()]
@@ -80,6 +93,7 @@ def load_broker_settings(
     values.update(overrides or {})
     broker = build_config(BrokerConfig, values)
     store = build_config(MessageStoreConfig, values)
+    broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     if "maxMessageSize" not in values:
         broker.maxMessageSize = store.maxMessageSize
     return BrokerSettings(broker=broker, store=store)

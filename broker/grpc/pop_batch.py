@@ -81,16 +81,16 @@ class PopServicer(pop_pb2_grpc.PopServicer):
         attempts: list[int] = []
         gone: list[Popped] = []
         for p in popped:
-            m = p.message
-            raw = read_raw(m.commitlog_offset, m.store_size)
-            if raw is None:  # retention removed the segment since the pop read it
+            f = p.delivery.flight
+            raw = read_raw(f.commitlog_offset, f.size)
+            if raw is None:  # retention removed the segment since the pop read the ConsumeQueue
                 gone.append(p)
                 continue
             parts.append(raw)
             handles.append(p.delivery.handle.encode())
-            attempts.append(p.delivery.flight.attempts)
+            attempts.append(f.attempts)
         if gone:
-            pop.release(gone)
+            pop.drop_gone(gone)
         if not parts:
             return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
         return pop_pb2.ReceiveBatchResponse(

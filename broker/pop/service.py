@@ -88,7 +88,7 @@ class PopStats:
 @dataclass
 class Popped:
     delivery: Delivery
-    message: MessageExt
+    message: MessageExt | None  # decoded when the pop needed it (redelivery, FIFO group), else read when answered
 
 
 class PopService:
@@ -330,18 +330,19 @@ class PopService:
             yield service_pb2.ReceiveMessageResponse(status=internal_error_status(exc))
             yield self._delivery_timestamp()
             return
-        if not popped:
+        answered = self.read_messages(popped)
+        if not answered:
             yield service_pb2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
             yield self._delivery_timestamp()
             return
         try:
             yield service_pb2.ReceiveMessageResponse(status=ok_status())
             namespace = request.message_queue.topic.resource_namespace
-            for p in popped:
+            for p, msg in answered:
                 f = p.delivery.flight
                 response = service_pb2.ReceiveMessageResponse()
                 to_v2_message(
-                    p.message,
+                    msg,
                     receipt_handle=p.delivery.handle.encode(),
                     delivery_attempt=f.attempts,
                     invisible_duration_s=f.invisible_ms / 1000,
@@ -354,6 +355,35 @@ class PopService:
             # The call ended before the client had them all; auto-renew would otherwise hide them for hours.
             self.release(popped)
             raise
+
+    def read_messages(self, popped: list[Popped]) -> list[tuple[Popped, MessageExt]]:
+        """``popped`` with their messages read; one no longer in the CommitLog is dropped (acked, logged)."""
+        read = self.ctx.store.look_message_by_offset
+        out: list[tuple[Popped, MessageExt]] = []
+        gone: list[Popped] = []
+        for p in popped:
+            msg = p.message
+            if msg is None:
+                f = p.delivery.flight
+                msg = read(f.commitlog_offset, f.size)
+                if msg is None:
+                    gone.append(p)
+                    continue
+            out.append((p, msg))
+        if gone:
+            self.drop_gone(gone)
+        return out
+
+    def drop_gone(self, popped: list[Popped]) -> None:
+        """Ack popped messages whose records are gone (retention deleted the segment after the pop read the
+        ConsumeQueue): they can never be delivered, and released they would only be popped again."""
+        for p in popped:
+            key, f = p.delivery.key, p.delivery.flight
+            log.warning("popped message no longer in the CommitLog, dropped", key=key, offset=f.offset)
+            qs = self.state.queue(key)
+            if qs is not None and qs.inflight.get(f.offset) is f:
+                self.state.ack(key, f.offset)
+                self._sync_offset(key)
 
     def release(self, popped: list[Popped]) -> int:
         """Make popped-but-undelivered messages visible again now (their handles become stale)."""
@@ -536,7 +566,7 @@ class PopService:
         next_offset = qs.pop_offset
         room = want - len(flights)
         if room > 0 and len(qs.inflight) < self.config.popMaxInFlightPerQueue:
-            res = store.get_message(req.group, req.topic, queue_id, qs.pop_offset, room, req.tag_filter)
+            res = store.get_message_spans(req.group, req.topic, queue_id, qs.pop_offset, room, req.tag_filter)
             if res.status == GetMessageStatus.OFFSET_TOO_SMALL:
                 state.reset(key, res.next_begin_offset)
             elif res.status in _QUEUE_REPLACED and qs.pop_offset > res.max_offset and not flights:
@@ -555,13 +585,18 @@ class PopService:
                 return []
             elif res.status in _SCANNABLE:
                 next_offset = res.next_begin_offset
-                for m in res.messages:
-                    group = m.properties.get(mc.PROPERTY_MESSAGE_GROUP) if req.fifo else None
+                for queue_offset, phys, size in res.spans:
+                    group = None
+                    if req.fifo:  # the message group decides: read the message now
+                        m = store.look_message_by_offset(phys, size)
+                        if m is None:
+                            continue  # gone (retention) or unreadable: skipped, as a read would skip it
+                        messages[queue_offset] = m
+                        group = m.properties.get(mc.PROPERTY_MESSAGE_GROUP)
                     if group and group in blocked:
-                        next_offset = m.queue_offset  # FIFO: nothing of this group passes an earlier in-flight one
+                        next_offset = queue_offset  # FIFO: nothing of this group passes an earlier in-flight one
                         break
-                    flights.append(flight(m.queue_offset, m.commitlog_offset, m.store_size, 1, group))
-                    messages[m.queue_offset] = m
+                    flights.append(flight(queue_offset, phys, size, 1, group))
         if not flights and next_offset == qs.pop_offset:
             self._sync_offset(key)
             return []
@@ -569,7 +604,7 @@ class PopService:
         self.stats.delivered += len(deliveries)
         self.stats.redelivered += sum(1 for d in deliveries if d.flight.attempts > 1)
         self._sync_offset(key)
-        return [Popped(d, messages[d.flight.offset]) for d in deliveries]
+        return [Popped(d, messages.get(d.flight.offset)) for d in deliveries]
 
     async def _to_dlq(self, key: QueueKey, f: InFlight, msg: MessageExt) -> None:
         """Move a message to ``%DLQ%<group>`` and ack it; on a failed put it simply comes back later."""

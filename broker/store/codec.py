@@ -19,7 +19,9 @@ from broker.store.message import (
     MessageExtBrokerInner,
     tags_hash_code,
 )
+from common.message_const import PROPERTY_KEYS as KEYS
 from common.message_const import PROPERTY_TAGS as TAGS
+from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
 
 # The layout itself lives in common/record.py: clients of the batched pull decode the same bytes.
 from common.record import (
@@ -138,6 +140,7 @@ class AppendBatch:
     sizes: list[int] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
     refused: dict[int, RecordError] = field(default_factory=dict)
+    keyed: list[int] = field(default_factory=list)  # written messages with KEYS or a unique key: for the index
     cq: dict[tuple[str, int], tuple[int, list[bytes]]] = field(default_factory=dict)
     written_bytes: int = 0
     # per topic, queue id -> the same (first, entries) as in ``cq``: the loop looks queues up without a key tuple
@@ -182,6 +185,7 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
     max_body, max_record = batch.max_body, batch.max_record
     cq, by_topic, queue_max = batch.cq, batch._by_topic, batch.queue_max
     add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
+    add_keyed = batch.keyed.append
     fixed = HEADER_SIZE + TRAILER.size
     first, end = phys, phys + room
     last_topic: str | None = None
@@ -215,9 +219,11 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
             tags_code = msg.tags_code
             if tags_code is None:
                 tags_code = tags_hash_code(properties.get(TAGS))
+            keyed = KEYS in properties or UNIQ_KEY in properties
         else:
             tail = bare
             tags_code = msg.tags_code or 0
+            keyed = False
         size = fixed + len(body) + len(tail)
         if size > max_record or len(body) > max_body:
             batch.refuse(i, _refusal(msg, raws[i] if raws is not None else None, batch))
@@ -225,6 +231,8 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
             continue
         if phys + size > end:
             break
+        if keyed:
+            add_keyed(i)
         queue_id = msg.queue_id
         slot = per_queue.get(queue_id)
         if slot is None:

@@ -365,9 +365,7 @@ class DefaultMessageStore:
         if not self._running:
             _answer(callers, self._not_running(len(msgs)))
             return
-        host = self.store_host
-        for m in msgs:
-            m.store_host = host  # the record carries the host that stored it, as the message id does
+        host = self.store_host  # the record carries the host that stored it, as the message id does
         index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
         index_enabled = self.config.messageIndexEnable
         queues = self.queues
@@ -392,15 +390,16 @@ class DefaultMessageStore:
             n_written = len(written) - len(batch.refused)
             self.stats.put_messages += n_written
             self.stats.put_bytes += batch.written_bytes
-            if index_enabled:
+            if index_enabled and batch.keyed:
                 # Built under the lock so the index sees appends in order.
-                for msg, phys, size in zip(msgs, written, batch.sizes, strict=False):
+                sizes = batch.sizes
+                for i in batch.keyed:
+                    msg = msgs[i]
                     props = msg.properties
-                    if props and phys >= 0:
-                        uniq = props.get(uniq_prop)
-                        keys = tuple(msg.keys) if keys_prop in props else ()
-                        if keys or uniq:
-                            index_jobs.append((msg.topic, keys, uniq, phys, size, now))
+                    keys = tuple(msg.keys) if keys_prop in props else ()
+                    uniq = props.get(uniq_prop)
+                    if keys or uniq:
+                        index_jobs.append((msg.topic, keys, uniq, written[i], sizes[i], now))
                 if index_jobs:
                     self._index_enqueued += 1
                     self._index_queue.put(index_jobs)
@@ -641,6 +640,21 @@ class DefaultMessageStore:
         costs the broker a ConsumeQueue read and a memcpy per run of records."""
         return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=True)
 
+    def get_message_spans(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+        max_total_bytes: int = 4 * 1024 * 1024,
+    ) -> GetMessageResult:
+        """``get_message`` answering where the selected records are, ``spans`` of (queue offset, commitlog
+        offset, size), without reading them: without a filter nothing is decoded (the pop reads what it hands
+        out once, at the end)."""
+        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, True, spans=True)
+
     def _get(
         self,
         topic: str,
@@ -650,6 +664,7 @@ class DefaultMessageStore:
         message_filter: MessageFilter | None,
         max_total_bytes: int,
         raw: bool,
+        spans: bool = False,
     ) -> GetMessageResult:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
@@ -664,8 +679,8 @@ class DefaultMessageStore:
         if offset > max_o:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, [], max_o, min_o, max_o)
         messages: list[MessageExt] = []
-        spans: list[tuple[int, int]] = []  # raw mode: (commitlog offset, size) of the selected records
-        selected = spans if raw else messages
+        selected_spans: list[tuple[int, int, int]] = []  # raw mode: (queue offset, commitlog offset, size)
+        selected = selected_spans if raw else messages
         total = 0
         next_offset = offset
         scanned = 0
@@ -690,7 +705,7 @@ class DefaultMessageStore:
                     if not message_filter.is_matched_by_consume_queue(tags, unit):
                         continue
                 if raw and message_filter is None:
-                    spans.append((phys, size))
+                    selected_spans.append((entry_offset, phys, size))
                     total += size
                     continue
                 msg = self.commitlog.read(phys, size)
@@ -699,7 +714,7 @@ class DefaultMessageStore:
                 if message_filter is not None and not message_filter.is_matched_by_commitlog(msg):
                     continue
                 if raw:
-                    spans.append((phys, size))
+                    selected_spans.append((entry_offset, phys, size))
                 else:
                     messages.append(msg)
                 total += size
@@ -707,9 +722,13 @@ class DefaultMessageStore:
                 continue
             break
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, messages, next_offset, min_o, max_o)
-        if raw and spans:
-            result.raw, result.raw_count = self._read_spans(spans)
-        count = result.raw_count if raw else len(messages)
+        if spans:
+            result.spans = selected_spans
+            count = len(selected_spans)
+        else:
+            if raw and selected_spans:
+                result.raw, result.raw_count = self._read_spans(selected_spans)
+            count = result.raw_count if raw else len(messages)
         self.stats.got_messages += count
         if count:
             result.status = GetMessageStatus.FOUND
@@ -717,14 +736,14 @@ class DefaultMessageStore:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
         return result
 
-    def _read_spans(self, spans: list[tuple[int, int]]) -> tuple[bytes, int]:
+    def _read_spans(self, spans: list[tuple[int, int, int]]) -> tuple[bytes, int]:
         """The records of ``spans`` end to end; a run of adjacent records is one slice of the segment.
 
         Stops at the first record that is gone (retention deleted its segment meanwhile)."""
         parts: list[bytes] = []
         count = 0
-        run_start, run_end, run_n = spans[0][0], spans[0][0] + spans[0][1], 1
-        for phys, size in spans[1:]:
+        run_start, run_end, run_n = spans[0][1], spans[0][1] + spans[0][2], 1
+        for _, phys, size in spans[1:]:
             if phys == run_end:
                 run_end += size
                 run_n += 1

@@ -141,6 +141,8 @@ class GetMessageResult:
     max_offset: int = 0
     raw: bytes = b""  # get_message_raw: the records as stored, end to end
     raw_count: int = 0
+    # get_message_spans: (queue offset, commitlog offset, size) of the selected records
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class MessageFilter(Protocol):

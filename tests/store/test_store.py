@@ -100,6 +100,31 @@ def test_tag_filter_uses_consume_queue_hash_then_exact_tag(store_factory: StoreF
     assert got.next_begin_offset == 10  # scanned past the filtered-out entries
 
 
+def test_spans_locate_what_get_message_reads(store_factory: StoreFactory) -> None:
+    """get_message_spans selects what get_message selects (filters, counts, next offset) without reading it."""
+    store = store_factory()
+    for i in range(20):
+        store.put_message(msg(i, tag="even" if i % 2 == 0 else "odd"))
+
+    class OddFilter:
+        def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: object) -> bool:
+            return tags_code == tags_hash_code("odd")
+
+        def is_matched_by_commitlog(self, m: MessageExt) -> bool:
+            return m.tags == "odd"
+
+    for start, count, flt in [(0, 7, None), (3, 100, None), (0, 5, OddFilter()), (20, 5, None)]:
+        got = store.get_message("g", "T", 0, start, count, flt)  # type: ignore[arg-type]
+        spans = store.get_message_spans("g", "T", 0, start, count, flt)  # type: ignore[arg-type]
+        assert (spans.status, spans.next_begin_offset, spans.max_offset) == (
+            got.status,
+            got.next_begin_offset,
+            got.max_offset,
+        )
+        assert spans.spans == [(m.queue_offset, m.commitlog_offset, m.store_size) for m in got.messages]
+        assert spans.messages == [] and spans.raw == b""
+
+
 def test_lookup_by_offset_and_message_id(store_factory: StoreFactory) -> None:
     store = store_factory()
     r = store.put_message(msg(7))

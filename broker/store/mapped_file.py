@@ -155,6 +155,12 @@ class MappedFileQueue:
         self._prepare_spare(offset + self.file_size)
         return mf
 
+    def prepare_first(self, start_offset: int = 0) -> None:
+        """On an empty log, prepare (and warm) the first segment in the background as every later one is, so a
+        new store's first segment is not written page fault by page fault; the first append waits for it."""
+        if not self.files and self._allocator is None:
+            self._prepare_spare(start_offset - start_offset % self.file_size)
+
     def _take_spare(self, offset: int) -> MappedFile | None:
         with self._spare_lock:
             spare, self._spare = self._spare, None

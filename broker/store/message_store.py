@@ -218,6 +218,7 @@ class DefaultMessageStore:
 
     def start(self) -> None:
         self.config.abort_path.touch()
+        self.commitlog.files.prepare_first()
         self._running = True
         self._flush_closed = False
         self._stop.clear()

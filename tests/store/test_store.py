@@ -416,3 +416,26 @@ def test_puts_racing_shutdown_are_answered_and_kept(
             assert [m.body for m in got[: len(acked[w])]] == [f"{w}-{i}".encode() for i in range(len(acked[w]))]
     finally:
         again.shutdown()
+
+
+def test_a_new_stores_first_segment_is_prepared_warm_before_the_first_append(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import broker.store.mapped_file as mapped_file
+
+    warmed: list[int] = []
+    real_warm = mapped_file.MappedFile.warm
+
+    def recording(self: mapped_file.MappedFile) -> None:
+        warmed.append(self.start_offset)
+        real_warm(self)
+
+    monkeypatch.setattr(mapped_file.MappedFile, "warm", recording)
+    store = store_factory(warmMapedFileEnable=True)
+    files = store.commitlog.files
+    files.wait_spare_ready(timeout=10)
+    assert warmed == [0] and files.files == []  # prepared at start, not yet part of the log
+    assert store.put_message(msg(0)).ok
+    assert [mf.start_offset for mf in files.files] == [0]
+    files.wait_spare_ready(timeout=10)
+    assert warmed == [0, 64 * 1024]  # and the next one is prepared behind it, as before

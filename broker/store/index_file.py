@@ -37,8 +37,12 @@ def key_hash(topic: str, key: str) -> int:
 
     Java's hash is a polynomial, so hash(prefix + key) = hash(prefix) * 31**len(key) + hash(key) (mod 2**32): the
     topic's part is computed once per topic, not once per message (UTF-16 length for non-ASCII keys)."""
+    return _key_hash(_prefix_hash(topic), key)
+
+
+def _key_hash(prefix_hash: int, key: str) -> int:
     n = len(key) if key.isascii() else len(key.encode("utf-16-le")) // 2
-    h = (_prefix_hash(topic) * _pow31(n) + java_string_hash(key)) & 0xFFFFFFFF
+    h = (prefix_hash * _pow31(n) + java_string_hash(key)) & 0xFFFFFFFF
     if h & 0x80000000:
         h -= 1 << 32
     return abs(h) & 0x7FFFFFFF
@@ -83,7 +87,7 @@ class IndexFile:
         h = key_hash(topic, key)
         slot_pos = self._slot_pos(h)
         (prev,) = SLOT.unpack_from(self.mm, slot_pos)
-        if prev <= 0 or prev > hdr.index_count:
+        if prev <= 0 or prev >= hdr.index_count:
             prev = 0
         if hdr.index_count == 1:
             hdr.begin_timestamp = store_timestamp
@@ -99,6 +103,43 @@ class IndexFile:
         hdr.end_timestamp = store_timestamp
         self._write_header()
         return True
+
+    def put_many(self, items: list[tuple[str, str, int, int]], start: int) -> int:
+        """``put`` each of ``items[start:]`` (topic, key, commitlog offset, store timestamp) until the file is
+        full; returns the index of the first item not put. The header is written once, after the entries:
+        a slot pointing past the header's count is ignored by readers, so a crash in between loses nothing."""
+        hdr = self.header
+        mm = self.mm
+        slot_num, limit = self.slot_num, self.index_num
+        entries_base = HEADER_SIZE + slot_num * SLOT.size
+        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+        entry_size = ENTRY.size
+        idx, used = hdr.index_count, hdr.hash_slot_count
+        last_topic, prefix = "", 0
+        i, n = start, len(items)
+        phys = ts = 0
+        while i < n and idx < limit:
+            topic, key, phys, ts = items[i]
+            if topic != last_topic:
+                last_topic, prefix = topic, _prefix_hash(topic)
+            h = _key_hash(prefix, key)
+            slot_pos = HEADER_SIZE + (h % slot_num) * SLOT.size
+            (prev,) = unpack_slot(mm, slot_pos)
+            if prev <= 0 or prev >= idx:  # entry idx is not written yet: a slot naming it is a crash leftover
+                prev = 0
+                used += 1
+            if idx == 1:
+                hdr.begin_timestamp, hdr.begin_phy_offset = ts, phys
+            diff = (ts - hdr.begin_timestamp) // 1000
+            pack_entry(mm, entries_base + idx * entry_size, h, phys, diff if diff > 0 else 0, prev)
+            pack_slot(mm, slot_pos, idx)
+            idx += 1
+            i += 1
+        if i > start:
+            hdr.index_count, hdr.hash_slot_count = idx, used
+            hdr.end_phy_offset, hdr.end_timestamp = phys, ts
+            self._write_header()
+        return i
 
     def _write_header(self) -> None:
         h = self.header
@@ -187,6 +228,13 @@ class IndexService:
                 self._put(topic, unique_key, phys, ts)
             for key in keys:
                 self._put(topic, key, phys, ts)
+
+    def build_many(self, items: list[tuple[str, str, int, int]]) -> None:
+        """Index (topic, key, commitlog offset, store timestamp) items in order, rolling files as they fill."""
+        with self.lock:
+            i = 0
+            while i < len(items):
+                i = self._writable().put_many(items, i)
 
     def _put(self, topic: str, key: str, phys: int, ts: int) -> None:
         f = self._writable()

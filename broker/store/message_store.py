@@ -527,11 +527,19 @@ class DefaultMessageStore:
             self._build_index(item)
 
     def _build_index(self, item: list[tuple[str, tuple[str, ...], str | None, int, int, int]]) -> None:
-        for topic, keys, uniq, phys, size, ts in item:
-            try:
-                self.index.build_index(topic, keys, uniq, phys, ts)
-            except OSError as exc:
-                log.error("index build failed", extra={"error": str(exc)})
+        keyed: list[tuple[str, str, int, int]] = []
+        add = keyed.append
+        for topic, keys, uniq, phys, _, ts in item:
+            if uniq:
+                add((topic, uniq, phys, ts))
+            for key in keys:
+                add((topic, key, phys, ts))
+        try:
+            self.index.build_many(keyed)
+        except OSError as exc:
+            log.error("index build failed", extra={"error": str(exc)})
+        if item:
+            _, _, _, phys, size, _ = item[-1]
             self._index_end = phys + size
         self._index_done += 1
 

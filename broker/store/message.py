@@ -38,14 +38,23 @@ def _code_units(s: str) -> bytes | array.array[int]:
     return units
 
 
+@lru_cache(maxsize=_POW31_LEN)
+def _descending_powers(n: int) -> list[int]:
+    return _POW31[n - 1 :: -1]
+
+
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` (signed 32-bit, over UTF-16 code units): RocketMQ's tag hash code.
 
     Evaluated as sum(unit[i] * 31**(n-1-i)) mod 2**32 with precomputed powers, so the loop runs in C: the index
     hashes one or more keys per stored message and a Python-level loop per character was a hot spot."""
     units = _code_units(s)
+    n = len(units)
+    if n <= _POW31_LEN:  # keys and tags: one C-level pass over powers reversed once per length
+        h = sum(map(operator.mul, units, _descending_powers(n))) & _MASK32
+        return h - (1 << 32) if h & 0x80000000 else h
     h = 0
-    for start in range(0, len(units), _POW31_LEN):
+    for start in range(0, n, _POW31_LEN):
         chunk = units[start : start + _POW31_LEN]
         n = len(chunk)
         h = (h * _POW31[n - 1] * 31 + sum(map(operator.mul, chunk, _POW31[n - 1 :: -1]))) & _MASK32

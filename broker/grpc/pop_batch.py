@@ -80,22 +80,39 @@ class PopServicer(pop_pb2_grpc.PopServicer):
         handles: list[str] = []
         attempts: list[int] = []
         gone: list[Popped] = []
-        for p in popped:
-            f = p.delivery.flight
-            raw = read_raw(f.commitlog_offset, f.size)
-            if raw is None:  # retention removed the segment since the pop read the ConsumeQueue
-                gone.append(p)
-                continue
-            parts.append(raw)
-            handles.append(p.delivery.handle.encode())
-            attempts.append(f.attempts)
+        i, n = 0, len(popped)
+        while i < n:
+            # A run of records adjacent in the CommitLog (a queue's new messages, often) is read as one slice.
+            start = popped[i].delivery.flight.commitlog_offset
+            end, j = start, i
+            while j < n and popped[j].delivery.flight.commitlog_offset == end:
+                end += popped[j].delivery.flight.size
+                j += 1
+            raw = read_raw(start, end - start) if j - i > 1 else None
+            if raw is not None:
+                parts.append(raw)
+                run = popped[i:j]
+            else:  # one record, or a run crossing a segment end: record by record
+                run = []
+                for p in popped[i:j]:
+                    f = p.delivery.flight
+                    one = read_raw(f.commitlog_offset, f.size)
+                    if one is None:  # retention removed the segment since the pop read the ConsumeQueue
+                        gone.append(p)
+                        continue
+                    parts.append(one)
+                    run.append(p)
+            for p in run:
+                handles.append(p.delivery.handle.encode())
+                attempts.append(p.delivery.flight.attempts)
+            i = j
         if gone:
             pop.drop_gone(gone)
         if not parts:
             return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
         return pop_pb2.ReceiveBatchResponse(
             status=_status(Code.OK),
-            count=len(parts),
+            count=len(handles),
             records=b"".join(parts),
             receipt_handles=handles,
             delivery_attempts=attempts,

@@ -22,7 +22,7 @@ JOURNAL_PREFIX = "journal."
 
 
 def _line(rec: Record) -> bytes:
-    payload = json.dumps(rec, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    payload = json.dumps(rec, separators=(",", ":")).encode("utf-8")
     return b"%08x %s\n" % (zlib.crc32(payload), payload)
 
 

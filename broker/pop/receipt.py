@@ -8,7 +8,8 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from common.errors import Code, MQError
 
@@ -19,8 +20,7 @@ _HEADER = struct.Struct(">BiqqqqqHH")
 MAX_HANDLE_LENGTH = 4096
 
 
-@dataclass(frozen=True)
-class ReceiptHandle:
+class ReceiptHandle(NamedTuple):  # a tuple: built per delivered and per acked message, cheaply
     """One delivery of one message; ``seq`` changes on every redelivery and invisible-time change."""
 
     group: str
@@ -33,8 +33,7 @@ class ReceiptHandle:
     invisible_ms: int
 
     def encode(self) -> str:
-        group = self.group.encode("utf-8")
-        topic = self.topic.encode("utf-8")
+        group, topic = _names(self.group, self.topic)
         raw = (
             _HEADER.pack(
                 HANDLE_VERSION,
@@ -55,6 +54,11 @@ class ReceiptHandle:
     @property
     def visible_at_ms(self) -> int:
         return self.pop_time_ms + self.invisible_ms
+
+
+@lru_cache(maxsize=1024)
+def _names(group: str, topic: str) -> tuple[bytes, bytes]:
+    return group.encode("utf-8"), topic.encode("utf-8")
 
 
 def _invalid(why: str) -> MQError:

@@ -337,6 +337,15 @@ class DefaultMessageStore:
     def _drain_aio(self, loop: asyncio.AbstractEventLoop) -> None:
         """Append every put the loop made since the last drain as one batch; each caller gets its share."""
         pending = self._pending_aio.pop(loop)
+        try:
+            self._put_pending(pending, loop)
+        except Exception as exc:  # a bug or an unexpected store error: every caller hears of it, none hangs
+            log.exception("put failed")
+            for _, _, future, _ in pending:
+                if not future.done():
+                    future.set_exception(exc)
+
+    def _put_pending(self, pending: list[_PendingPut], loop: asyncio.AbstractEventLoop) -> None:
         if len(pending) == 1:
             msgs, raws, future, single = pending[0]
             self._put(msgs, [_Caller(future, 0, len(msgs), single)], loop, raws)

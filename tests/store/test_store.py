@@ -332,6 +332,24 @@ def test_aio_puts_of_one_loop_turn_are_appended_together(
     assert [m.body for m in got.messages] == [msg(i).body for i in (0, 1, 2, 3)]
 
 
+def test_a_failing_append_fails_every_coalesced_caller_instead_of_hanging(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_factory()
+
+    def broken(batch):  # type: ignore[no-untyped-def]
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(store.commitlog, "append_batch", broken)
+
+    async def run() -> list[object]:
+        puts = [store.put_message_aio(msg(0)), store.put_messages_aio([msg(1), msg(2)])]
+        return list(await asyncio.wait_for(asyncio.gather(*puts, return_exceptions=True), 10))
+
+    outcomes = asyncio.run(run())
+    assert [type(o) for o in outcomes] == [RuntimeError, RuntimeError]
+
+
 def test_put_results_are_built_on_demand() -> None:
     results = PutResults([100, 300, 700], [200, 400, 100], [5, 6, 7], ("10.0.0.1", 10911), 1234)
     assert len(results) == 3

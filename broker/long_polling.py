@@ -1,12 +1,18 @@
 """Long polling: requests at a queue's end park here and wake as soon as the store dispatches a message.
 
-The store calls ``on_arrival`` from its dispatch thread; we hop into the event loop with ``call_soon_threadsafe``
-and only when someone waits on that topic, so a busy store does not flood the loop.
+The store calls ``on_arrival`` after each append, and only when someone waits on that topic does anything happen,
+so a busy store does not flood the loop. An append made on the loop's own thread (the gRPC puts) wakes the waiters
+right there; one made on another thread hops into the loop with ``call_soon_threadsafe``.
+
+A woken waiter resumes its request in the loop's next iteration: the parked future is awaited directly, with a
+``call_later`` timer for the timeout, instead of ``wait_for(shield(...))`` whose chain of done-callbacks costs three
+iterations, each queued behind whatever else the loop has ready (the producer's own response, for one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -28,6 +34,11 @@ class _Waiter:
         return self.min_offset is None or max_offset > self.min_offset
 
 
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
 class LongPollingService:
     """Parks waiters per topic; ``notify`` wakes those whose queue moved past their offset."""
 
@@ -36,16 +47,20 @@ class LongPollingService:
         self._offsets = offsets
         self._waiters: dict[str, set[_Waiter]] = {}
         self._closed = False
+        self._loop_thread: int | None = None  # learnt in wait(), which always runs on the loop
 
     @property
     def waiting(self) -> int:
         return sum(len(w) for w in self._waiters.values())
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Store-thread callback (``add_arriving_listener``): a message is readable up to ``max_offset``."""
+        """Store callback (``add_arriving_listener``), from any thread: a message is readable up to ``max_offset``."""
         # A plain membership test is safe from another thread and keeps idle topics free of loop hops.
         if topic in self._waiters:
-            self._loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset)
+            if threading.get_ident() == self._loop_thread:
+                self.notify(topic, queue_id, max_offset)  # only resolves futures: safe inside the store's put
+            else:
+                self._loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset)
 
     def notify(self, topic: str, queue_id: int, max_offset: int | None = None) -> None:
         """Loop-side wake-up; ``max_offset`` None wakes every waiter of the queue (e.g. a message became visible)."""
@@ -76,7 +91,9 @@ class LongPollingService:
         """
         if timeout <= 0 or self._closed:
             return False
+        self._loop_thread = threading.get_ident()
         waiter = _Waiter(queue_id, min_offset, self._loop.create_future())
+        timer: asyncio.TimerHandle | None = None
         self._waiters.setdefault(topic, set()).add(waiter)
         try:
             if ready is not None and ready():
@@ -88,11 +105,11 @@ class LongPollingService:
                 and self._offsets.get_max_offset_in_queue(topic, queue_id) > min_offset
             ):
                 return True
-            try:
-                return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
-            except TimeoutError:
-                return False
+            timer = self._loop.call_later(timeout, _expire, waiter.future)
+            return await waiter.future
         finally:
+            if timer is not None:
+                timer.cancel()
             waiters = self._waiters.get(topic)
             if waiters is not None:
                 waiters.discard(waiter)

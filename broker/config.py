@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
 from common.config import ConfigError, build_config, load_properties
 from common.delay import DEFAULT_MESSAGE_DELAY_LEVEL
@@ -77,10 +78,11 @@ class BrokerConfig:
 
 @dataclass
 class BrokerSettings:
-    """Everything one broker process needs: its own keys and its store's keys."""
+    """Everything one broker process needs: its own keys, its store's and its receive/ack (pop) service's."""
 
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+    pop: PopConfig = field(default_factory=PopConfig)
 
 
 def load_broker_settings(
@@ -93,7 +95,8 @@ def load_broker_settings(
     values.update(overrides or {})
     broker = build_config(BrokerConfig, values)
     store = build_config(MessageStoreConfig, values)
+    pop = build_config(PopConfig, values)
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     if "maxMessageSize" not in values:
         broker.maxMessageSize = store.maxMessageSize
-    return BrokerSettings(broker=broker, store=store)
+    return BrokerSettings(broker=broker, store=store, pop=pop)

@@ -26,6 +26,7 @@ from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
 from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
+from broker.pop.config import PopConfig
 from broker.registration import BrokerRegistrar
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
@@ -47,14 +48,14 @@ GRPC_OPTIONS = [
 ]
 
 
-def _load_pop_service(ctx: BrokerContext) -> Any:
+def _load_pop_service(ctx: BrokerContext, config: PopConfig) -> Any:
     """C2's PopService when present; receive/ack answer NOT_IMPLEMENTED without it."""
     try:
         module = importlib.import_module("broker.pop.service")
     except ModuleNotFoundError:
         log.warning("pop service not available, receive/ack disabled")
         return None
-    return module.PopService(ctx)
+    return module.PopService(ctx, config)
 
 
 class BrokerController:
@@ -133,7 +134,7 @@ class BrokerController:
         )
         await ctx.transactions.start()
         await telemetry.start()
-        self.pop = _load_pop_service(ctx)
+        self.pop = _load_pop_service(ctx, self.settings.pop)
         if self.pop is not None:
             await self.pop.start()
 

@@ -1,6 +1,6 @@
 """Receive/ack tunables with the reference proxy's names and defaults (protocol-v2 Appendix A).
 
-Read from the broker config object when it carries the same key, so ``broker.conf`` can override any of them.
+Read from ``broker.conf`` and ``-o key=value`` like the broker's and the store's keys (``BrokerSettings.pop``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class PopConfig:
     renewMaxTimeMillis: int = 3 * HOUR_MS
     popClientGraceMs: int = 30_000  # after a restart, unknown clients count as alive this long (heartbeat is 10 s)
     popRenewIntervalMs: int = 1_000  # how often auto-renew and journal compaction are checked
-    maxPopBatchSize: int = 32
+    maxPopBatchSize: int = 32  # v2 ReceiveMessage (one stream response per message), as RocketMQ's pop
+    maxReceiveBatchSize: int = 1024  # Pop/ReceiveBatch: the messages travel as one unary answer, like PullBatch
     popPollingMaxMs: int = 20_000
     popPollingDeadlineMinMs: int = 1_000  # a receive whose deadline leaves less is ILLEGAL_POLLING_TIME
     popPollingDeadlineMarginMs: int = 500  # the stream ends this long before the client's deadline (P11)

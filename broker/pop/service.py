@@ -219,8 +219,10 @@ class PopService:
         request: service_pb2.ReceiveMessageRequest,
         context: Any,
         filter_spec: tuple[str, str] | None = None,
+        max_batch: int | None = None,
     ) -> PopRequest:
-        """``filter_spec`` (type, expression) replaces the v2 filter expression (batched receive: any plugin type)."""
+        """``filter_spec`` (type, expression) replaces the v2 filter expression (batched receive: any plugin type);
+        ``max_batch`` replaces ``maxPopBatchSize`` as the cap of ``batch_size``."""
         group = request.group.name
         topic = request.message_queue.topic.name
         validate_group(group)
@@ -241,7 +243,8 @@ class PopService:
             )
         if request.batch_size < 0:
             raise MQError(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be positive")
-        batch = min(request.batch_size or self.config.maxPopBatchSize, self.config.maxPopBatchSize)
+        cap = self.config.maxPopBatchSize if max_batch is None else max_batch
+        batch = min(request.batch_size or self.config.maxPopBatchSize, cap)
         cfg = self.config
         if request.auto_renew:
             invisible_ms = cfg.defaultInvisibleTimeMills
@@ -309,8 +312,9 @@ class PopService:
     async def receive_batch(
         self, request: service_pb2.ReceiveMessageRequest, context: Any, filter_spec: tuple[str, str]
     ) -> tuple[PopRequest, list[Popped]]:
-        """The batched receive (``Pop/ReceiveBatch``): same validation and pop as ``receive``, no stream."""
-        req = self._validate(request, context, filter_spec)
+        """The batched receive (``Pop/ReceiveBatch``): same validation and pop as ``receive``, no stream; up to
+        ``maxReceiveBatchSize`` messages (one unary answer carries them, not a stream response each)."""
+        req = self._validate(request, context, filter_spec, self.config.maxReceiveBatchSize)
         return req, await self.pop(req)
 
     async def receive(

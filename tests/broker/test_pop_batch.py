@@ -119,3 +119,29 @@ def test_receive_batch_long_polls_and_refuses_bad_input(broker_factory):
             resp = _receive(stub, topic, **kw)
             assert resp.status.code == code and text in resp.status.message, (kw, resp.status)
         assert _receive(stub, "PopWaitT").status.code == Code.MESSAGE_NOT_FOUND  # still serving, nothing lost
+
+
+@pytest.mark.timeout(120)
+def test_batch_caps_come_from_the_broker_config(broker_factory):
+    """``maxReceiveBatchSize`` caps ReceiveBatch, ``maxPopBatchSize`` caps v2 ReceiveMessage and is the default size:
+    pop keys reach the pop service from the broker's config like every other key."""
+    options = {"defaultTopicQueueNums": "1", "maxPopBatchSize": "5", "maxReceiveBatchSize": "60"}
+    broker = broker_factory.broker(options=options)
+    with raw_client(broker.addr) as c, grpc.insecure_channel(broker.addr) as ch:
+        for k in range(2):
+            sent = [message("PopCapT", f"m{k}-{i}".encode()) for i in range(50)]
+            assert c.send(*sent).status.code == Code.OK
+        stub = pop_pb2_grpc.PopStub(ch)
+        big = _receive(stub, "PopCapT", batch_size=100)
+        assert big.status.code == Code.OK and big.count == 60 == len(list(iter_records(big.records)))
+        assert _receive(stub, "PopCapT").count == 5  # batch_size 0: maxPopBatchSize
+        req = service_pb2.ReceiveMessageRequest(
+            group=definition_pb2.Resource(name="PopBatchG"),
+            message_queue=definition_pb2.MessageQueue(topic=definition_pb2.Resource(name="PopCapT"), id=-1),
+            batch_size=32,
+        )
+        req.invisible_duration.FromMilliseconds(30_000)
+        req.long_polling_timeout.FromMilliseconds(0)
+        v2 = service_pb2_grpc.MessagingServiceStub(ch)
+        got = [r for r in v2.ReceiveMessage(req, metadata=METADATA, timeout=10) if r.WhichOneof("content") == "message"]
+        assert len(got) == 5

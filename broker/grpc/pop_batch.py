@@ -1,4 +1,4 @@
-"""``orbitmq.pop.Pop/ReceiveBatch``: receive/ack consumption with the popped messages in one unary answer.
+"""``orbitmq.pop.Pop/ReceiveBatch`` and ``AckBatch``: receive/ack with the popped messages in one unary answer.
 
 Validation, ACL, filters, long polling, FIFO groups, invisibility and attempt ids are those of v2 ReceiveMessage
 (``broker/pop/service.py``); only the payload differs: stored records end to end plus a receipt handle and a
@@ -73,6 +73,36 @@ class PopServicer(pop_pb2_grpc.PopServicer):
             return self._response(pop, popped)
 
         return await guarded("ReceiveBatch", pop_pb2.ReceiveBatchResponse, run, _status)
+
+    async def AckBatch(self, request: pop_pb2.AckBatchRequest, context: Any) -> pop_pb2.AckBatchResponse:
+        async def run() -> pop_pb2.AckBatchResponse:
+            pop = self.pop
+            if pop is None:
+                raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker")
+            access.check(
+                self.ctx.plugins,
+                context,
+                "AckBatch",
+                access.topic(request.topic, Action.SUB),
+                access.group(request.group),
+            )
+            failed = pop.ack_handles(request.group, request.topic, request.receipt_handles)
+            response = pop_pb2.AckBatchResponse()
+            if not failed:
+                response.status.code = Code.OK
+                return response
+            for index, exc in sorted(failed.items()):
+                response.failures.add(index=index, status=_status(exc.code, exc.message))
+            codes = {exc.code for exc in failed.values()}
+            if len(failed) == len(request.receipt_handles) and len(codes) == 1:
+                response.status.CopyFrom(response.failures[0].status)
+            else:
+                response.status.CopyFrom(
+                    _status(Code.MULTIPLE_RESULTS, f"{len(failed)} of {len(request.receipt_handles)} handles not acked")
+                )
+            return response
+
+        return await guarded("AckBatch", pop_pb2.AckBatchResponse, run, _status)
 
     def _response(self, pop: PopService, popped: list[Popped]) -> pop_pb2.ReceiveBatchResponse:
         read_raw = self.ctx.store.commitlog.read_raw

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -646,45 +646,60 @@ class PopService:
 
     async def ack(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
         group, topic = request.group.name, request.topic.name
+        if not request.entries:
+            validate_group(group)
+            validate_topic(topic, allow_system=True)
+            raise MQError(Code.BAD_REQUEST, "AckMessage needs at least one entry")
+        failures = self.ack_handles(group, topic, [entry.receipt_handle for entry in request.entries])
+        results = [
+            service_pb2.AckMessageResultEntry(
+                message_id=entry.message_id,
+                receipt_handle=entry.receipt_handle,
+                status=status_from_error(failures[i]) if i in failures else _OK,
+            )
+            for i, entry in enumerate(request.entries)
+        ]
+        return service_pb2.AckMessageResponse(status=_overall(results), entries=results)
+
+    def ack_handles(self, group: str, topic: str, handles: Sequence[str]) -> dict[int, MQError]:
+        """Ack each receipt handle; answers why for the ones that were not acked (by position).
+
+        Checked one by one, recorded per queue: one journal record per queue instead of one per message."""
         validate_group(group)
         validate_topic(topic, allow_system=True)
-        if not request.entries:
-            raise MQError(Code.BAD_REQUEST, "AckMessage needs at least one entry")
-        results = []
-        # Checked one by one, recorded per queue: one journal record per queue instead of one per message.
+        if not handles:
+            raise MQError(Code.BAD_REQUEST, "receipt_handles is empty: an ack needs at least one receipt handle")
+        failures: dict[int, MQError] = {}
         by_queue: dict[QueueKey, list[int]] = {}
+        seen: set[tuple[QueueKey, int]] = set()
         fifo_queues: set[QueueKey] = set()
-        for entry in request.entries:
+        for i, text in enumerate(handles):
             try:
-                key, offset, fifo = self._check_ack(group, topic, entry.receipt_handle, by_queue)
-                by_queue.setdefault(key, []).append(offset)
-                if fifo:
-                    fifo_queues.add(key)
-                st = _OK
+                key, offset, fifo = self._check_ack(group, topic, text, seen)
             except MQError as exc:
-                st = status_from_error(exc)
-            results.append(
-                service_pb2.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
-                )
-            )
+                failures[i] = exc
+                continue
+            seen.add((key, offset))
+            by_queue.setdefault(key, []).append(offset)
+            if fifo:
+                fifo_queues.add(key)
         for key, offsets in by_queue.items():
             self.state.ack_many(key, offsets)
             self._sync_offset(key)
             self.stats.acked += len(offsets)
         for key in fifo_queues:
             self._visibility_changed(key)  # FIFO: the next message of these groups may go now
-        return service_pb2.AckMessageResponse(status=_overall(results), entries=results)
+        return failures
 
     def _check_ack(
-        self, group: str, topic: str, receipt_handle: str, pending: dict[QueueKey, list[int]]
+        self, group: str, topic: str, receipt_handle: str, pending: set[tuple[QueueKey, int]]
     ) -> tuple[QueueKey, int, bool]:
         """The queue and offset a handle acks, refused if invalid or already acked earlier in the same request."""
         handle = decode(receipt_handle)
         self._check_handle_scope(handle, group, topic)
         _, flight = self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
-        if handle.queue_offset in pending.get(key, ()):
+        if (key, handle.queue_offset) in pending:
             raise MQError(
                 Code.INVALID_RECEIPT_HANDLE,
                 f"receipt handle of {topic} queue {handle.queue_id} offset {handle.queue_offset} is acked twice in "

@@ -53,3 +53,29 @@ class ReceiveBatchResponse(_message.Message):
     delivery_attempts: _containers.RepeatedScalarFieldContainer[int]
     invisible_ms: int
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., receipt_handles: _Optional[_Iterable[str]] = ..., delivery_attempts: _Optional[_Iterable[int]] = ..., invisible_ms: _Optional[int] = ...) -> None: ...
+
+class AckBatchRequest(_message.Message):
+    __slots__ = ("group", "topic", "receipt_handles")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_HANDLES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    receipt_handles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., receipt_handles: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AckFailure(_message.Message):
+    __slots__ = ("index", "status")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    status: Status
+    def __init__(self, index: _Optional[int] = ..., status: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
+
+class AckBatchResponse(_message.Message):
+    __slots__ = ("status", "failures")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    failures: _containers.RepeatedCompositeFieldContainer[AckFailure]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., failures: _Optional[_Iterable[_Union[AckFailure, _Mapping]]] = ...) -> None: ...

@@ -39,12 +39,23 @@ class PopStub:
                 request_serializer=common_dot_proto_dot_pop__pb2.ReceiveBatchRequest.SerializeToString,
                 response_deserializer=common_dot_proto_dot_pop__pb2.ReceiveBatchResponse.FromString,
                 _registered_method=True)
+        self.AckBatch = channel.unary_unary(
+                '/orbitmq.pop.Pop/AckBatch',
+                request_serializer=common_dot_proto_dot_pop__pb2.AckBatchRequest.SerializeToString,
+                response_deserializer=common_dot_proto_dot_pop__pb2.AckBatchResponse.FromString,
+                _registered_method=True)
 
 
 class PopServicer:
     """Missing associated documentation comment in .proto file."""
 
     def ReceiveBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckBatch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -57,6 +68,11 @@ def add_PopServicer_to_server(servicer, server):
                     servicer.ReceiveBatch,
                     request_deserializer=common_dot_proto_dot_pop__pb2.ReceiveBatchRequest.FromString,
                     response_serializer=common_dot_proto_dot_pop__pb2.ReceiveBatchResponse.SerializeToString,
+            ),
+            'AckBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckBatch,
+                    request_deserializer=common_dot_proto_dot_pop__pb2.AckBatchRequest.FromString,
+                    response_serializer=common_dot_proto_dot_pop__pb2.AckBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +102,33 @@ class Pop:
             '/orbitmq.pop.Pop/ReceiveBatch',
             common_dot_proto_dot_pop__pb2.ReceiveBatchRequest.SerializeToString,
             common_dot_proto_dot_pop__pb2.ReceiveBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.pop.Pop/AckBatch',
+            common_dot_proto_dot_pop__pb2.AckBatchRequest.SerializeToString,
+            common_dot_proto_dot_pop__pb2.AckBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,7 +13,7 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 import oms
 from common.message_batch import BatchEntry, encode_message_batch
-from common.proto import admin_pb2, admin_pb2_grpc, produce_pb2, produce_pb2_grpc
+from common.proto import admin_pb2, admin_pb2_grpc, pop_pb2, pop_pb2_grpc, produce_pb2, produce_pb2_grpc
 from common.v2.signature import signing_metadata
 from tests.broker.v2client import METADATA, message
 from tests.pop.client_helpers import receive_until
@@ -125,6 +125,13 @@ def test_refusals_name_the_resource_and_the_broker_keeps_serving(acl_broker):
         batch_denied = send_batch("OtherT", _signed("appAK", "appSecret1"))
         assert batch_denied.status.code == FORBIDDEN and "OtherT" in batch_denied.status.message
         assert send_batch("AclPubOnly", _signed("appAK", "appSecret1")).status.code == OK
+
+        # Pop/AckBatch needs SUB on the topic, as v2 AckMessage does.
+        ack = pop_pb2.AckBatchRequest(group="AclG", topic="AclPubOnly", receipt_handles=["x"])
+        pop = pop_pb2_grpc.PopStub(ch)
+        assert pop.AckBatch(ack, metadata=METADATA, timeout=10).status.code == UNAUTHORIZED
+        ack_denied = pop.AckBatch(ack, metadata=_signed("appAK", "appSecret1"), timeout=10)
+        assert ack_denied.status.code == FORBIDDEN and "AclPubOnly" in ack_denied.status.message
     assert _send(addr, "AclT", _signed("appAK", "appSecret1")).status.code == OK
     assert "access refused" in acl_broker.log()
 

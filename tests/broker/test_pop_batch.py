@@ -145,3 +145,38 @@ def test_batch_caps_come_from_the_broker_config(broker_factory):
         v2 = service_pb2_grpc.MessagingServiceStub(ch)
         got = [r for r in v2.ReceiveMessage(req, metadata=METADATA, timeout=10) if r.WhichOneof("content") == "message"]
         assert len(got) == 5
+
+
+@pytest.mark.timeout(120)
+def test_ack_batch_acks_handles_and_names_the_ones_it_could_not(broker_factory):
+    broker = broker_factory.broker(options={"defaultTopicQueueNums": "1", "minInvisibleTimeMillsForRecv": "100"})
+    with raw_client(broker.addr) as c, grpc.insecure_channel(broker.addr) as ch:
+        assert c.send(*[message("PopAckT", f"a{i}".encode()) for i in range(10)]).status.code == Code.OK
+        stub = pop_pb2_grpc.PopStub(ch)
+        got = _receive(stub, "PopAckT", batch_size=10, invisible_ms=500)
+        handles = list(got.receipt_handles)
+        assert got.count == 10
+
+        def ack(hs: list[str], group: str = "PopBatchG") -> pop_pb2.AckBatchResponse:
+            req = pop_pb2.AckBatchRequest(group=group, topic="PopAckT", receipt_handles=hs)
+            return stub.AckBatch(req, metadata=METADATA, timeout=10)
+
+        mixed = ack([*handles[:6], "OMQ1.garbage", handles[0]])
+        assert mixed.status.code == Code.MULTIPLE_RESULTS and "2 of 8" in mixed.status.message
+        assert [(f.index, f.status.code) for f in mixed.failures] == [
+            (6, Code.INVALID_RECEIPT_HANDLE),
+            (7, Code.INVALID_RECEIPT_HANDLE),
+        ]
+        assert "twice" in mixed.failures[1].status.message
+        again = ack(handles[:6])  # already acked: every one refused alike
+        assert again.status.code == Code.INVALID_RECEIPT_HANDLE and len(again.failures) == 6
+        other_group = ack(handles[6:], group="OtherPopG")
+        assert other_group.status.code == Code.INVALID_RECEIPT_HANDLE
+        assert ack([]).status.code == Code.BAD_REQUEST
+        assert "receipt_handles" in ack([]).status.message
+        time.sleep(0.8)  # past the invisible time: only the 4 never acked come back
+        back = _receive(stub, "PopAckT", batch_size=10)
+        assert sorted(r.body for r in iter_records(back.records)) == [b"a6", b"a7", b"a8", b"a9"]
+        assert set(back.delivery_attempts) == {2}
+        assert ack(list(back.receipt_handles)).status.code == Code.OK
+        assert _receive(stub, "PopAckT").status.code == Code.MESSAGE_NOT_FOUND

@@ -117,6 +117,7 @@ class ConsumerCalls:
         self.group = group
         self._stubs: dict[tuple[Endpoint, object], tuple[grpc.aio.Channel, Any]] = {}
         self._no_receive_batch: set[Endpoint] = set()  # brokers answering UNIMPLEMENTED (not OrbitMQ)
+        self._no_ack_batch: set[Endpoint] = set()
         self.receive_batch_enabled = True  # False: always v2 ReceiveMessage
 
     @property
@@ -237,7 +238,37 @@ class ConsumerCalls:
         return Received([_receipt_from_v2(pb) for pb in messages], code)
 
     async def ack(self, endpoint: Endpoint, topic: str, entries: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
-        """AckMessage for ``(message_id, receipt_handle)`` pairs of one topic; returns ``(handle, code)`` failures."""
+        """Ack ``(message_id, receipt_handle)`` pairs of one topic; returns ``(handle, code)`` failures.
+
+        ``Pop/AckBatch`` (handles only) where the broker has it, else v2 AckMessage."""
+        if self.receive_batch_enabled and not self.namespace and endpoint not in self._no_ack_batch:
+            try:
+                return await self._ack_batch(endpoint, topic, [h for _, h in entries])
+            except _Unimplemented:
+                self._no_ack_batch.add(endpoint)
+                log.info("%s has no Pop/AckBatch, using v2 AckMessage", endpoint)
+        return await self._ack_v2(endpoint, topic, entries)
+
+    async def _ack_batch(self, endpoint: Endpoint, topic: str, handles: list[str]) -> list[tuple[str, int]]:
+        request = pop_pb2.AckBatchRequest(group=self.group, topic=topic, receipt_handles=handles)
+        what = f"AckBatch to {endpoint}"
+        try:
+            response: pop_pb2.AckBatchResponse = await self._stub(endpoint, pop_pb2_grpc.PopStub).AckBatch(
+                request, metadata=self.core.headers.build(), timeout=self.timeout_s
+            )
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise _Unimplemented from None
+            raise from_rpc_error(exc, what) from None
+        if response.status.code == Code.OK:
+            return []
+        if not response.failures:  # refused as a whole (permission, bad group, ...)
+            check_status(definition_pb2.Status(code=response.status.code, message=response.status.message), what)
+        return [(handles[f.index], int(f.status.code)) for f in response.failures]
+
+    async def _ack_v2(
+        self, endpoint: Endpoint, topic: str, entries: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, int]]:
         request = service_pb2.AckMessageRequest(
             group=self._group(),
             topic=self.core.resource(topic),

@@ -1,5 +1,6 @@
-"""The oms receive/ack consumers pop with ``Pop/ReceiveBatch`` on OrbitMQ and fall back to v2 ReceiveMessage where
-the server has no such service (a RocketMQ proxy): both paths give the same messages, headers and handles."""
+"""The oms receive/ack consumers pop with ``Pop/ReceiveBatch`` and ack with ``Pop/AckBatch`` on OrbitMQ, and fall back
+to v2 ReceiveMessage / AckMessage where the server has no such service (a RocketMQ proxy): both paths give the same
+messages, headers and handles."""
 
 from __future__ import annotations
 
@@ -67,3 +68,11 @@ def test_a_server_without_receive_batch_is_remembered_and_v2_is_used(access_poin
         # the v2 call was made (the name server has no ReceiveMessage either), after the batch one was refused
         assert "ReceiveMessage" in str(info.value)
         assert endpoint in calls._no_receive_batch
+
+        async def ack() -> None:
+            await calls.ack(endpoint, "AnyT", [("id", "handle")])
+
+        with pytest.raises(OMSException) as acked:
+            pc._run(ack(), 30)
+        assert "AckMessage" in str(acked.value)  # v2 AckMessage was tried after AckBatch came back UNIMPLEMENTED
+        assert endpoint in calls._no_ack_batch

@@ -5,7 +5,6 @@ It names the message (group, topic, queue, offset, commitlog offset) and the del
 
 from __future__ import annotations
 
-import base64
 import binascii
 import struct
 from functools import lru_cache
@@ -18,6 +17,9 @@ _PREFIX = "OMQ1."
 # version, queue_id, queue_offset, commitlog_offset, seq, pop_time_ms, invisible_ms, len(group), len(topic)
 _HEADER = struct.Struct(">BiqqqqqHH")
 MAX_HANDLE_LENGTH = 4096
+# base64url (RFC 4648 §5) through binascii, as base64.urlsafe_b64encode/decode do, minus their per-call wrapping
+_TO_URLSAFE = str.maketrans("+/", "-_")
+_FROM_URLSAFE = str.maketrans("-_", "+/")
 
 
 class ReceiptHandle(NamedTuple):  # a tuple: built per delivered and per acked message, cheaply
@@ -49,7 +51,7 @@ class ReceiptHandle(NamedTuple):  # a tuple: built per delivered and per acked m
             + group
             + topic
         )
-        return _PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        return _PREFIX + binascii.b2a_base64(raw, newline=False).decode("ascii").translate(_TO_URLSAFE).rstrip("=")
 
     @property
     def visible_at_ms(self) -> int:
@@ -75,8 +77,8 @@ def decode(text: str) -> ReceiptHandle:
         raise _invalid(f"missing the {_PREFIX!r} prefix")
     body = text[len(_PREFIX) :]
     try:
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    except (binascii.Error, ValueError) as exc:
+        raw = binascii.a2b_base64(body.translate(_FROM_URLSAFE) + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError) as exc:  # ValueError: not ASCII
         raise _invalid("not base64url") from exc
     if len(raw) < _HEADER.size:
         raise _invalid("too short")

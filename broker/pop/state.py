@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.pop.receipt import ReceiptHandle
 from common.errors import Code, MQError
@@ -17,7 +17,7 @@ Record = dict[str, Any]
 QueueKey = tuple[str, str, int]
 
 
-@dataclass
+@dataclass(slots=True)
 class InFlight:
     """A delivered, not yet acked message: invisible until ``visible_at_ms``, then it is redelivered."""
 
@@ -53,6 +53,10 @@ def flight_to_row(f: InFlight) -> list[Any]:
         f.renew_until_ms,
         f.client_id,
     ]
+
+
+def _rows(flights: list[InFlight]) -> list[list[Any]]:
+    return [flight_to_row(f) for f in flights]
 
 
 def flight_from_row(row: list[Any]) -> InFlight:
@@ -114,8 +118,7 @@ class QueueState:
         return {f.message_group for f in self.inflight.values() if f.message_group and f.visible_at_ms > now_ms}
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
     """One message handed out by a pop: where it is and the handle the consumer will echo."""
 
     key: QueueKey
@@ -148,17 +151,7 @@ class PopState:
         if qs is None:
             return  # a record for a queue that was reset away; nothing to do
         if kind == "pop":
-            delivered = set()
-            for raw in rec["m"]:
-                flight = flight_from_row(raw)
-                self.seq = max(self.seq, flight.seq)
-                qs.put(flight)
-                delivered.add(flight.offset)
-            nxt = int(rec["n"])
-            for off in range(qs.pop_offset, nxt):
-                if off not in delivered:
-                    qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
-            qs.pop_offset = max(qs.pop_offset, nxt)
+            self._apply_pop(qs, [flight_from_row(raw) for raw in rec["m"]], int(rec["n"]))
         elif kind == "ack":
             self._apply_ack(qs, int(rec["o"]))
         elif kind == "acks":  # one AckMessage's acks of one queue in one record
@@ -186,6 +179,18 @@ class PopState:
         else:
             raise ValueError(f"unknown pop journal record type {kind!r}")
         qs._advance()
+
+    def _apply_pop(self, qs: QueueState, flights: list[InFlight], nxt: int) -> None:
+        delivered = set()
+        for flight in flights:
+            if flight.seq > self.seq:
+                self.seq = flight.seq
+            qs.put(flight)
+            delivered.add(flight.offset)
+        for off in range(qs.pop_offset, nxt):
+            if off not in delivered:
+                qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
+        qs.pop_offset = max(qs.pop_offset, nxt)
 
     @staticmethod
     def _apply_ack(qs: QueueState, off: int) -> None:
@@ -246,18 +251,15 @@ class PopState:
 
     def pop(self, key: QueueKey, flights: list[InFlight], next_offset: int) -> list[Delivery]:
         """Record deliveries (new or redelivered) and that offsets below ``next_offset`` were looked at."""
-        self.record(
-            {
-                "t": "pop",
-                "g": key[0],
-                "tp": key[1],
-                "q": key[2],
-                "n": next_offset,
-                "m": [flight_to_row(f) for f in flights],
-            }
-        )
-        live = self.queues[key].inflight
-        return [Delivery(key, live[f.offset]) for f in flights]
+        if self.sink is not None:
+            self.sink({"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "m": _rows(flights)})
+        # What apply() does with this record, on the flight objects themselves (no second copy from the rows).
+        qs = self.queues.get(key)
+        if qs is None:
+            return []
+        self._apply_pop(qs, flights, next_offset)
+        qs._advance()
+        return [Delivery(key, f) for f in flights]
 
     def ack(self, key: QueueKey, offset: int) -> None:
         self.record({"t": "ack", "g": key[0], "tp": key[1], "q": key[2], "o": offset})

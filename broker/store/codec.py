@@ -185,15 +185,16 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
     max_body, max_record = batch.max_body, batch.max_record
     cq, by_topic, queue_max = batch.cq, batch._by_topic, batch.queue_max
     add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
-    add_keyed = batch.keyed.append
+    keyed = batch.keyed
+    add_keyed = keyed.append
     fixed = HEADER_SIZE + TRAILER.size
     first, end = phys, phys + room
     last_topic: str | None = None
     last_born_host, born_ip = "", b""
     per_queue: dict[int, tuple[int, list[bytes]]] = {}
     bare = b""
-    i, n = start, len(msgs)
-    while i < n:
+    stop = n = len(msgs)
+    for i in range(start, n):
         msg = msgs[i]
         topic = msg.topic
         if topic is not last_topic:
@@ -201,44 +202,44 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
                 bare = _bare_tail(topic)
             except RecordError as exc:
                 batch.refuse(i, exc)
-                i += 1
                 continue
             last_topic = topic
             per_queue = by_topic.setdefault(topic, {})
         properties = msg.properties
         body = msg.body
+        body_len = len(body)
         if properties:
             raw = raws[i] if raws is not None else None
             props = encode_properties(properties) if raw is None else raw
             if len(props) > MAX_PROPERTIES_BYTES:
                 why = f"properties are {len(props)} bytes, the limit is {MAX_PROPERTIES_BYTES}"
                 batch.refuse(i, PropertiesTooLarge(why))
-                i += 1
                 continue
             tail = _topic_prefix(topic) + PROPS_LEN.pack(len(props)) + props
             tags_code = msg.tags_code
             if tags_code is None:
                 tags_code = tags_hash_code(properties.get(TAGS))
-            keyed = KEYS in properties or UNIQ_KEY in properties
+            if KEYS in properties or UNIQ_KEY in properties:
+                add_keyed(i)  # taken back below if the record is refused or left for the next segment
         else:
             tail = bare
             tags_code = msg.tags_code or 0
-            keyed = False
-        size = fixed + len(body) + len(tail)
-        if size > max_record or len(body) > max_body:
+        size = fixed + body_len + len(tail)
+        if size > max_record or body_len > max_body or phys + size > end:
+            if keyed and keyed[-1] == i:
+                keyed.pop()
+            if phys + size > end and size <= max_record and body_len <= max_body:
+                stop = i
+                break
             batch.refuse(i, _refusal(msg, raws[i] if raws is not None else None, batch))
-            i += 1
             continue
-        if phys + size > end:
-            break
-        if keyed:
-            add_keyed(i)
         queue_id = msg.queue_id
         slot = per_queue.get(queue_id)
         if slot is None:
             key = (topic, queue_id)
             slot = cq[key] = per_queue[queue_id] = (queue_max(key), [])
-        queue_offset = slot[0] + len(slot[1])
+        queue_first, entries = slot
+        queue_offset = queue_first + len(entries)
         born = msg.born_host
         if born[0] != last_born_host:
             last_born_host, born_ip = born[0], _ip(born[0])
@@ -260,21 +261,20 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
                 store_port,
                 msg.reconsume_times,
                 msg.prepared_transaction_offset,
-                len(body),
+                body_len,
             )
             + body
             + tail
         )
         add(record)
         add(crc32(record).to_bytes(4, "big"))
-        slot[1].append(entry(phys, size, tags_code))
+        entries.append(entry(phys, size, tags_code))
         add_written(phys)
         add_size(size)
         add_qo(queue_offset)
         phys += size
-        i += 1
     batch.written_bytes += phys - first
-    return b"".join(parts), i
+    return b"".join(parts), stop
 
 
 def write_record(

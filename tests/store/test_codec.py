@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from broker.store import codec
@@ -75,6 +75,7 @@ def test_torn_record_is_detected(msg: MessageExtBrokerInner, data: st.DataObject
     raw = codec.encode(msg, 1, 2, 3)
     cut = data.draw(st.integers(1, len(raw) - 1))
     torn = raw[:cut] + bytes(len(raw) - cut)
+    assume(torn != raw)  # the cut-off bytes were zeros already (e.g. a CRC ending in 0x00): nothing was torn
     assert codec.check_record(torn, 0, len(torn)).status is not ScanStatus.OK
 
 

@@ -133,7 +133,7 @@ class PopServicer(pop_pb2_grpc.PopServicer):
                     parts.append(one)
                     run.append(p)
             for p in run:
-                handles.append(p.delivery.handle.encode())
+                handles.append(p.delivery.encoded_handle())
                 attempts.append(p.delivery.flight.attempts)
             i = j
         if gone:

@@ -35,32 +35,35 @@ class ReceiptHandle(NamedTuple):  # a tuple: built per delivered and per acked m
     invisible_ms: int
 
     def encode(self) -> str:
-        group, topic = _names(self.group, self.topic)
-        raw = (
-            _HEADER.pack(
-                HANDLE_VERSION,
-                self.queue_id,
-                self.queue_offset,
-                self.commitlog_offset,
-                self.seq,
-                self.pop_time_ms,
-                self.invisible_ms,
-                len(group),
-                len(topic),
-            )
-            + group
-            + topic
-        )
-        return _PREFIX + binascii.b2a_base64(raw, newline=False).decode("ascii").translate(_TO_URLSAFE).rstrip("=")
+        return encode_handle(*self)
 
     @property
     def visible_at_ms(self) -> int:
         return self.pop_time_ms + self.invisible_ms
 
 
+def encode_handle(
+    group: str,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    commitlog_offset: int,
+    seq: int,
+    pop_time_ms: int,
+    invisible_ms: int,
+) -> str:
+    """The text of ``ReceiptHandle(...)`` (field order of the tuple)."""
+    names, glen, tlen = _names(group, topic)
+    raw = _HEADER.pack(
+        HANDLE_VERSION, queue_id, queue_offset, commitlog_offset, seq, pop_time_ms, invisible_ms, glen, tlen
+    )
+    return _PREFIX + binascii.b2a_base64(raw + names, newline=False).decode("ascii").translate(_TO_URLSAFE).rstrip("=")
+
+
 @lru_cache(maxsize=1024)
-def _names(group: str, topic: str) -> tuple[bytes, bytes]:
-    return group.encode("utf-8"), topic.encode("utf-8")
+def _names(group: str, topic: str) -> tuple[bytes, int, int]:
+    g, t = group.encode("utf-8"), topic.encode("utf-8")
+    return g + t, len(g), len(t)
 
 
 def _invalid(why: str) -> MQError:

@@ -347,7 +347,7 @@ class PopService:
                 response = service_pb2.ReceiveMessageResponse()
                 to_v2_message(
                     msg,
-                    receipt_handle=p.delivery.handle.encode(),
+                    receipt_handle=p.delivery.encoded_handle(),
                     delivery_attempt=f.attempts,
                     invisible_duration_s=f.invisible_ms / 1000,
                     namespace=namespace,
@@ -722,7 +722,7 @@ class PopService:
         flight = self.state.change(key, handle.queue_offset, _now_ms(), invisible_ms, new_seq=True, auto_renew=False)
         self.stats.nacked += 1
         self._visibility_changed(key)
-        return Delivery(key, flight).handle.encode()
+        return Delivery(key, flight).encoded_handle()
 
     async def change_invisible_duration(
         self, request: service_pb2.ChangeInvisibleDurationRequest, context: Any

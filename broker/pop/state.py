@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from broker.pop.receipt import ReceiptHandle
+from broker.pop.receipt import ReceiptHandle, encode_handle
 from common.errors import Code, MQError
 
 Record = dict[str, Any]
@@ -131,6 +131,12 @@ class Delivery(NamedTuple):
             self.key[0], self.key[1], self.key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms
         )
 
+    def encoded_handle(self) -> str:
+        """``handle.encode()`` without the intermediate tuple (one per delivered message)."""
+        f = self.flight
+        key = self.key
+        return encode_handle(key[0], key[1], key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms)
+
 
 class PopState:
     """All queues' pop state; mutations go through ``record`` so the journal sink sees each one first."""
@@ -155,8 +161,11 @@ class PopState:
         elif kind == "ack":
             self._apply_ack(qs, int(rec["o"]))
         elif kind == "acks":  # one AckMessage's acks of one queue in one record
+            inflight, done, low, high = qs.inflight, qs.done, qs.ack_offset, qs.pop_offset
             for off in rec["o"]:
-                self._apply_ack(qs, int(off))
+                inflight.pop(off, None)
+                if low <= off < high:
+                    done.add(off)
         elif kind == "chg":
             changed = qs.inflight.get(int(rec["o"]))
             if changed is not None:
@@ -181,16 +190,23 @@ class PopState:
         qs._advance()
 
     def _apply_pop(self, qs: QueueState, flights: list[InFlight], nxt: int) -> None:
-        delivered = set()
+        # QueueState.put inlined: this runs once per delivered message
+        inflight, done, timeline, push = qs.inflight, qs.done, qs._timeline, heapq.heappush
+        seq = self.seq
         for flight in flights:
-            if flight.seq > self.seq:
-                self.seq = flight.seq
-            qs.put(flight)
-            delivered.add(flight.offset)
-        for off in range(qs.pop_offset, nxt):
-            if off not in delivered:
-                qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
-        qs.pop_offset = max(qs.pop_offset, nxt)
+            offset = flight.offset
+            if flight.seq > seq:
+                seq = flight.seq
+            inflight[offset] = flight
+            done.discard(offset)
+            push(timeline, (flight.pop_time_ms + flight.invisible_ms, offset, flight.seq))
+        self.seq = seq
+        if nxt > qs.pop_offset:
+            delivered = {f.offset for f in flights}
+            for off in range(qs.pop_offset, nxt):
+                if off not in delivered:
+                    done.add(off)  # filtered out by tag: acked on the server, like the reference
+            qs.pop_offset = nxt
 
     @staticmethod
     def _apply_ack(qs: QueueState, off: int) -> None:

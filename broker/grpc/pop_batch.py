@@ -54,18 +54,16 @@ class PopServicer(pop_pb2_grpc.PopServicer):
         self.ctx = ctx
         self.pop = pop
 
+    def _checked(self, context: Any, rpc: str, topic: str, group: str) -> PopService:
+        """The pop service, once ACL allows ``rpc`` (SUB on the topic, the group)."""
+        if self.pop is None:
+            raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker")
+        access.check(self.ctx.plugins, context, rpc, access.topic(topic, Action.SUB), access.group(group))
+        return self.pop
+
     async def ReceiveBatch(self, request: pop_pb2.ReceiveBatchRequest, context: Any) -> pop_pb2.ReceiveBatchResponse:
         async def run() -> pop_pb2.ReceiveBatchResponse:
-            pop = self.pop
-            if pop is None:
-                raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker")
-            access.check(
-                self.ctx.plugins,
-                context,
-                "ReceiveBatch",
-                access.topic(request.topic, Action.SUB),
-                access.group(request.group),
-            )
+            pop = self._checked(context, "ReceiveBatch", request.topic, request.group)
             spec = (request.filter_type, request.filter_expression)
             _, popped = await pop.receive_batch(_as_v2(request), context, spec)
             if not popped:
@@ -76,16 +74,7 @@ class PopServicer(pop_pb2_grpc.PopServicer):
 
     async def AckBatch(self, request: pop_pb2.AckBatchRequest, context: Any) -> pop_pb2.AckBatchResponse:
         async def run() -> pop_pb2.AckBatchResponse:
-            pop = self.pop
-            if pop is None:
-                raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker")
-            access.check(
-                self.ctx.plugins,
-                context,
-                "AckBatch",
-                access.topic(request.topic, Action.SUB),
-                access.group(request.group),
-            )
+            pop = self._checked(context, "AckBatch", request.topic, request.group)
             failed = pop.ack_handles(request.group, request.topic, request.receipt_handles)
             response = pop_pb2.AckBatchResponse()
             if not failed:

@@ -93,3 +93,23 @@ def test_records_replay_to_the_same_state():
     snap = PopState()
     snap.load_snapshot(st.to_snapshot())
     assert snap.to_snapshot() == st.to_snapshot() and snap.seq == st.seq
+
+
+def test_pop_records_hoist_shared_fields_and_replay_either_form():
+    """A pop whose flights share pop time, invisible time, auto-renew and client is journaled compactly; one whose
+    flights differ keeps a full row each; journals of both forms (and older ones: full rows) replay the same."""
+    log: list[Record] = []
+    st = PopState(sink=log.append)
+    st.init_queue(KEY, 0)
+    shared = [flight(st, o, 50, group="G" if o == 1 else None) for o in range(3)]
+    st.pop(KEY, shared, 3)
+    mixed = [flight(st, 3, 60), flight(st, 4, 61, inv=500, attempts=2)]
+    st.pop(KEY, mixed, 5)
+    compact, full = log[1], log[2]
+    assert compact["c"] == [50, 1000, False, 0, ""] and compact["m"][1] == [1, 101, 10, shared[1].seq, 1, "G"]
+    assert "c" not in full and len(full["m"][0]) == 11
+    replayed = PopState()
+    for rec in log:
+        replayed.apply(rec)
+    assert replayed.to_snapshot() == st.to_snapshot()
+    assert replayed.queues[KEY].inflight[1].message_group == "G"

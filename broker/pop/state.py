@@ -179,13 +179,9 @@ class PopState:
                 ]
             self._apply_pop(qs, flights, int(rec["n"]))
         elif kind == "ack":
-            self._apply_ack(qs, int(rec["o"]))
+            self._apply_acks(qs, (int(rec["o"]),))
         elif kind == "acks":  # one AckMessage's acks of one queue in one record
-            inflight, done, low, high = qs.inflight, qs.done, qs.ack_offset, qs.pop_offset
-            for off in rec["o"]:
-                inflight.pop(off, None)
-                if low <= off < high:
-                    done.add(off)
+            self._apply_acks(qs, rec["o"])
         elif kind == "chg":
             changed = qs.inflight.get(int(rec["o"]))
             if changed is not None:
@@ -210,29 +206,24 @@ class PopState:
         qs._advance()
 
     def _apply_pop(self, qs: QueueState, flights: list[InFlight], nxt: int) -> None:
-        # QueueState.put inlined: this runs once per delivered message
-        inflight, done, timeline, push = qs.inflight, qs.done, qs._timeline, heapq.heappush
-        seq = self.seq
         for flight in flights:
-            offset = flight.offset
-            if flight.seq > seq:
-                seq = flight.seq
-            inflight[offset] = flight
-            done.discard(offset)
-            push(timeline, (flight.pop_time_ms + flight.invisible_ms, offset, flight.seq))
-        self.seq = seq
+            qs.put(flight)
+            if flight.seq > self.seq:
+                self.seq = flight.seq
         if nxt > qs.pop_offset:
             delivered = {f.offset for f in flights}
             for off in range(qs.pop_offset, nxt):
                 if off not in delivered:
-                    done.add(off)  # filtered out by tag: acked on the server, like the reference
+                    qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
             qs.pop_offset = nxt
 
     @staticmethod
-    def _apply_ack(qs: QueueState, off: int) -> None:
-        qs.inflight.pop(off, None)
-        if qs.ack_offset <= off < qs.pop_offset:
-            qs.done.add(off)
+    def _apply_acks(qs: QueueState, offsets: Iterable[int]) -> None:
+        inflight, done, low, high = qs.inflight, qs.done, qs.ack_offset, qs.pop_offset
+        for off in offsets:
+            inflight.pop(off, None)
+            if low <= off < high:
+                done.add(off)
 
     def record(self, rec: Record) -> None:
         if self.sink is not None:

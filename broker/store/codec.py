@@ -185,8 +185,7 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
     max_body, max_record = batch.max_body, batch.max_record
     cq, by_topic, queue_max = batch.cq, batch._by_topic, batch.queue_max
     add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
-    keyed = batch.keyed
-    add_keyed = keyed.append
+    add_keyed = batch.keyed.append
     fixed = HEADER_SIZE + TRAILER.size
     first, end = phys, phys + room
     last_topic: str | None = None
@@ -219,20 +218,20 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
             tags_code = msg.tags_code
             if tags_code is None:
                 tags_code = tags_hash_code(properties.get(TAGS))
-            if KEYS in properties or UNIQ_KEY in properties:
-                add_keyed(i)  # taken back below if the record is refused or left for the next segment
+            is_keyed = KEYS in properties or UNIQ_KEY in properties
         else:
             tail = bare
             tags_code = msg.tags_code or 0
+            is_keyed = False
         size = fixed + body_len + len(tail)
-        if size > max_record or body_len > max_body or phys + size > end:
-            if keyed and keyed[-1] == i:
-                keyed.pop()
-            if phys + size > end and size <= max_record and body_len <= max_body:
-                stop = i
-                break
+        if size > max_record or body_len > max_body:
             batch.refuse(i, _refusal(msg, raws[i] if raws is not None else None, batch))
             continue
+        if phys + size > end:
+            stop = i
+            break
+        if is_keyed:
+            add_keyed(i)
         queue_id = msg.queue_id
         slot = per_queue.get(queue_id)
         if slot is None:

@@ -57,7 +57,7 @@ def java_string_hash(s: str) -> int:
     for start in range(0, n, _POW31_LEN):
         chunk = units[start : start + _POW31_LEN]
         n = len(chunk)
-        h = (h * _POW31[n - 1] * 31 + sum(map(operator.mul, chunk, _POW31[n - 1 :: -1]))) & _MASK32
+        h = (h * _POW31[n - 1] * 31 + sum(map(operator.mul, chunk, _descending_powers(n)))) & _MASK32
     return h - (1 << 32) if h & 0x80000000 else h
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol, overload
 
@@ -51,6 +51,7 @@ class PutMessageResult:
         return self.status is PutMessageStatus.PUT_OK
 
 
+@dataclass(frozen=True, slots=True)
 class PutResults(Sequence[PutMessageResult]):
     """The results of a batch whose every record was written, built per item only when asked for.
 
@@ -58,31 +59,17 @@ class PutResults(Sequence[PutMessageResult]):
     the records; callers that want only offsets read ``commitlog_offsets`` / ``queue_offsets`` directly.
     """
 
-    __slots__ = ("commitlog_offsets", "error", "queue_offsets", "sizes", "status", "store_host", "store_timestamp")
-
-    def __init__(
-        self,
-        commitlog_offsets: list[int],
-        sizes: list[int],
-        queue_offsets: list[int],
-        store_host: tuple[str, int],
-        store_timestamp: int,
-        status: PutMessageStatus = PutMessageStatus.PUT_OK,
-        error: str = "",
-    ) -> None:
-        self.commitlog_offsets = commitlog_offsets
-        self.sizes = sizes
-        self.queue_offsets = queue_offsets
-        self.store_host = store_host
-        self.store_timestamp = store_timestamp
-        self.status = status
-        self.error = error
+    commitlog_offsets: list[int]
+    sizes: list[int]
+    queue_offsets: list[int]
+    store_host: tuple[str, int]
+    store_timestamp: int
+    status: PutMessageStatus = PutMessageStatus.PUT_OK
+    error: str = ""
 
     def with_status(self, status: PutMessageStatus, error: str) -> PutResults:
         """The same records answered with another status (a flush that timed out)."""
-        return PutResults(
-            self.commitlog_offsets, self.sizes, self.queue_offsets, self.store_host, self.store_timestamp, status, error
-        )
+        return replace(self, status=status, error=error)
 
     def __len__(self) -> int:
         return len(self.commitlog_offsets)
@@ -101,14 +88,11 @@ class PutResults(Sequence[PutMessageResult]):
 
     def __getitem__(self, index: int | slice) -> PutMessageResult | PutResults:
         if isinstance(index, slice):  # one caller's share of a batch appended with other callers' puts
-            return PutResults(
-                self.commitlog_offsets[index],
-                self.sizes[index],
-                self.queue_offsets[index],
-                self.store_host,
-                self.store_timestamp,
-                self.status,
-                self.error,
+            return replace(
+                self,
+                commitlog_offsets=self.commitlog_offsets[index],
+                sizes=self.sizes[index],
+                queue_offsets=self.queue_offsets[index],
             )
         if index < 0:
             index += len(self)

@@ -76,3 +76,20 @@ def test_a_server_without_receive_batch_is_remembered_and_v2_is_used(access_poin
             pc._run(ack(), 30)
         assert "AckMessage" in str(acked.value)  # v2 AckMessage was tried after AckBatch came back UNIMPLEMENTED
         assert endpoint in calls._no_ack_batch
+
+
+@pytest.mark.timeout(60)
+def test_an_ack_batch_refused_as_a_whole_raises_with_the_brokers_reason(access_point, shared_broker):
+    """No per-handle failures but a failed status (here an illegal topic name): the caller gets the exception."""
+    host, port = shared_broker.addr.rsplit(":", 1)
+    endpoint = Endpoint.of([(host, int(port))])
+    with access_point.create_pull_consumer(consumer_id="GAckRefused") as pc:
+        calls = pc._running_calls()
+
+        async def ack() -> None:
+            await calls.ack(endpoint, "bad topic!", [("id", "OMQ1.whatever")])
+
+        with pytest.raises(OMSException) as info:
+            pc._run(ack(), 30)
+        assert "AckBatch" in str(info.value) and "bad topic!" in str(info.value)
+        assert endpoint not in calls._no_ack_batch  # refused, not unimplemented: AckBatch stays in use

@@ -452,3 +452,32 @@ def test_retried_receive_with_same_attempt_id_gets_the_same_messages(tmp_path):
         assert st.code == Code.MESSAGE_NOT_FOUND
 
     run(tmp_path, body)
+
+
+def test_a_popped_record_gone_from_the_commitlog_is_dropped_not_redelivered(tmp_path, monkeypatch):
+    """Retention can delete a segment between the ConsumeQueue read and the answer: that message is acked (it can
+    never be delivered; released, it would be popped again and again) and the others are answered."""
+
+    async def body(core: Core) -> None:
+        core.topic(T, queues=1)
+        for i in range(3):
+            core.put(T, f"g{i}".encode(), queue_id=0)
+        real = core.store.look_message_by_offset
+        gone: set[int] = set()
+
+        def reading(offset, size=None):  # type: ignore[no-untyped-def]
+            return None if offset in gone else real(offset, size)
+
+        first = core.store.get_message_spans(G, T, 0, 0, 3).spans
+        gone.add(first[1][1])  # the second record's commitlog offset
+        monkeypatch.setattr(core.store, "look_message_by_offset", reading)
+        st, msgs, _ = await receive(core, receive_request(G, T, batch=3, invisible_ms=10_000))
+        assert st.code == Code.OK and bodies(msgs) == [b"g0", b"g2"]
+        qs = core.pop.state.queue((G, T, 0))
+        assert qs is not None and 1 not in qs.inflight  # acked, not in flight
+        monkeypatch.setattr(core.store, "look_message_by_offset", real)
+        await core.pop.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)), None)
+        st, again, _ = await receive(core, receive_request(G, T))
+        assert st.code == Code.MESSAGE_NOT_FOUND and not again  # nothing comes back, the gone one included
+
+    run(tmp_path, body)

@@ -189,7 +189,8 @@ class ConsumerFilterManager:
     # ------------------------------------------------------------------ dispatch (CommitLogDispatcherCalcBitMap)
     def dispatch(self, msg: MessageExtBrokerInner, result: AppendMessageResult) -> None:
         regs = self._lists.get(msg.topic)
-        if not regs:
+        if not regs or msg.inner_tags_codes is not None:
+            # An inner batch's properties are not its messages': without a bitmap each message is evaluated.
             return
         bits = bytearray(self.bloom.byte_length)
         try:

@@ -47,12 +47,24 @@ class RetryService:
         self.levels = parse_delay_levels(ctx.config.messageDelayLevel)
 
     async def send_back(
-        self, group: str, topic: str, commitlog_offset: int, delay_level: int = 0, max_reconsume_times: int = 0
+        self,
+        group: str,
+        topic: str,
+        commitlog_offset: int,
+        delay_level: int = 0,
+        max_reconsume_times: int = 0,
+        queue_offset: int | None = None,
     ) -> SendBackResult:
         ctx = self.ctx
-        msg = ctx.store.look_message_by_offset(commitlog_offset)
+        msg = ctx.store.look_message_by_offset(commitlog_offset, None, queue_offset)
         if msg is None:
-            raise MQError(Code.MESSAGE_NOT_FOUND, f"no message at commitlog offset {commitlog_offset}")
+            where = f"commitlog offset {commitlog_offset}"
+            if queue_offset is not None:
+                where += f", queue offset {queue_offset}"
+            raise MQError(
+                Code.MESSAGE_NOT_FOUND,
+                f"no message at {where} (a message of an inner batch needs its queue_offset)",
+            )
         if msg.topic != topic:
             raise MQError(
                 Code.BAD_REQUEST, f"the message at commitlog offset {commitlog_offset} belongs to {msg.topic!r}"

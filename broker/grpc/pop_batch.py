@@ -94,46 +94,19 @@ class PopServicer(pop_pb2_grpc.PopServicer):
         return await guarded("AckBatch", pop_pb2.AckBatchResponse, run, _status)
 
     def _response(self, pop: PopService, popped: list[Popped]) -> pop_pb2.ReceiveBatchResponse:
-        read_raw = self.ctx.store.commitlog.read_raw
-        parts: list[bytes] = []
-        handles: list[str] = []
-        attempts: list[int] = []
-        gone: list[Popped] = []
-        i, n = 0, len(popped)
-        while i < n:
-            # A run of records adjacent in the CommitLog (a queue's new messages, often) is read as one slice.
-            start = popped[i].delivery.flight.commitlog_offset
-            end, j = start, i
-            while j < n and popped[j].delivery.flight.commitlog_offset == end:
-                end += popped[j].delivery.flight.size
-                j += 1
-            raw = read_raw(start, end - start) if j - i > 1 else None
-            if raw is not None:
-                parts.append(raw)
-                run = popped[i:j]
-            else:  # one record, or a run crossing a segment end: record by record
-                run = []
-                for p in popped[i:j]:
-                    f = p.delivery.flight
-                    one = read_raw(f.commitlog_offset, f.size)
-                    if one is None:  # retention removed the segment since the pop read the ConsumeQueue
-                        gone.append(p)
-                        continue
-                    parts.append(one)
-                    run.append(p)
-            for p in run:
-                handles.append(p.delivery.encoded_handle())
-                attempts.append(p.delivery.flight.attempts)
-            i = j
-        if gone:
-            pop.drop_gone(gone)
+        flights = [p.delivery.flight for p in popped]
+        parts, gone = self.ctx.store.read_records([(f.offset, f.commitlog_offset, f.size) for f in flights])
+        if gone:  # retention removed their segment since the pop read the ConsumeQueue
+            pop.drop_gone([popped[i] for i in gone])
+            lost = set(gone)
+            popped = [p for i, p in enumerate(popped) if i not in lost]
         if not parts:
             return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
         return pop_pb2.ReceiveBatchResponse(
             status=_status(Code.OK),
-            count=len(handles),
-            records=b"".join(parts),
-            receipt_handles=handles,
-            delivery_attempts=attempts,
+            count=len(popped),
+            records=parts[0][1] if len(parts) == 1 else b"".join(part for _, part in parts),
+            receipt_handles=[p.delivery.encoded_handle() for p in popped],
+            delivery_attempts=[p.delivery.flight.attempts for p in popped],
             invisible_ms=popped[0].delivery.flight.invisible_ms,
         )

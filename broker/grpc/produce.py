@@ -9,6 +9,8 @@ too).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from broker import access
@@ -17,14 +19,14 @@ from broker.grpc.errors import guarded
 from broker.grpc.send import _PUT_STATUS_CODES
 from broker.grpc.servicer import _peer
 from broker.hookspecs import Action
-from broker.store.message import MessageExtBrokerInner
-from broker.store.results import PutResults
+from broker.store.message import MessageExtBrokerInner, inner_batch_message, tags_hash_code
+from broker.store.results import PutMessageResult, PutResults
 from common import message_const as mc
 from common.errors import Code, MQError
 from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
-from common.message_batch import BatchEntry, decode_message_batch
+from common.message_batch import BatchEntry, decode_message_batch, encode_message_batch
 from common.proto import produce_pb2, produce_pb2_grpc
-from common.route import PermName, TopicConfig, TopicMessageType
+from common.route import CQType, PermName, TopicConfig, TopicMessageType
 from common.validation import (
     MessageKind,
     check_message_type,
@@ -128,6 +130,8 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         born = request.born_timestamp_ms or int(time.time() * 1000)
         store_host = self.ctx.store_host
         topic = tc.topic_name
+        if tc.cq_type is CQType.BATCH:
+            return await self._store_inner_batch(request, topic, queue_id, entries, born, born_host)
         inners = [
             MessageExtBrokerInner(
                 topic,
@@ -151,6 +155,66 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         if plugins.has_after_store:
             for inner, result in zip(inners, results, strict=True):
                 plugins.after_store(inner, result)
+        return self._answer(queue_id, results)
+
+    async def _store_inner_batch(
+        self,
+        request: produce_pb2.SendBatchRequest,
+        topic: str,
+        queue_id: int,
+        entries: list[BatchEntry],
+        born: int,
+        born_host: tuple[str, int],
+    ) -> produce_pb2.SendBatchResponse:
+        """A BatchCQ topic: the batch as one inner-batch record (RocketMQ 5), its messages at consecutive offsets."""
+        store_host = self.ctx.store_host
+        plugins = self.ctx.plugins
+        payload = request.messages
+        if plugins.has_before_store or plugins.has_after_store:
+            inners = [
+                MessageExtBrokerInner(
+                    topic, e.body, queue_id, e.properties, flag=e.flag, born_timestamp=born, born_host=born_host
+                )
+                for e in entries
+            ]
+            if plugins.has_before_store:
+                for inner in inners:
+                    plugins.before_store(inner)  # an MQError refuses the whole batch before anything is stored
+                # A plugin may have changed the messages: store what it left.
+                entries = [BatchEntry(m.flag, m.body, m.properties) for m in inners]
+                payload = encode_message_batch(entries)
+        max_size = self.ctx.config.maxMessageSize
+        if len(payload) > max_size:
+            raise MQError(
+                Code.MESSAGE_BODY_TOO_LARGE,
+                f"batch is {len(payload)} bytes encoded, maxMessageSize is {max_size} bytes "
+                f"(topic {topic!r} is {CQType.BATCH.value}: a batch is stored as one record)",
+            )
+        record = inner_batch_message(
+            topic,
+            queue_id,
+            payload,
+            [tags_hash_code(e.properties.get(_TAGS)) for e in entries],
+            born_timestamp=born,
+            born_host=born_host,
+            store_host=store_host,
+        )
+        results = await self.ctx.store.put_messages_aio([record])
+        result = results[0]
+        if plugins.has_after_store:
+            stored = result.append_result
+            for i, inner in enumerate(inners):
+                share = result
+                if stored is not None:
+                    share = replace(result, append_result=replace(stored, logics_offset=stored.logics_offset + i))
+                plugins.after_store(inner, share)
+        response = self._answer(queue_id, results)
+        if response.commitlog_offsets:  # every message of the batch lives in the one record
+            response.commitlog_offsets.extend([response.commitlog_offsets[0]] * (len(entries) - 1))
+        return response
+
+    @staticmethod
+    def _answer(queue_id: int, results: Sequence[PutMessageResult]) -> produce_pb2.SendBatchResponse:
         response = produce_pb2.SendBatchResponse(queue_id=queue_id)
         codes = _PUT_STATUS_CODES
         if isinstance(results, PutResults):  # one status for all: no result object per message

@@ -127,6 +127,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
                 request.commitlog_offset,
                 request.delay_level,
                 request.max_reconsume_times,
+                request.queue_offset if request.HasField("queue_offset") else None,
             )
         except MQError as exc:
             log.info("request refused", rpc="SendBack", code=exc.code.name, reason=exc.message)

@@ -369,7 +369,7 @@ class PopService:
             msg = p.message
             if msg is None:
                 f = p.delivery.flight
-                msg = read(f.commitlog_offset, f.size)
+                msg = read(f.commitlog_offset, f.size, f.offset)
                 if msg is None:
                     gone.append(p)
                     continue
@@ -422,7 +422,7 @@ class PopService:
             f = qs.inflight.get(offset) if qs is not None else None
             if f is None or f.seq != seq:
                 continue
-            msg = self.ctx.store.look_message_by_offset(f.commitlog_offset, f.size)
+            msg = self.ctx.store.look_message_by_offset(f.commitlog_offset, f.size, f.offset)
             if msg is not None:
                 out.append(Popped(Delivery(key, f), msg))
         return out
@@ -552,7 +552,7 @@ class PopService:
                 if req.fifo and f.message_group:
                     blocked.add(f.message_group)  # waiting for redelivery: later ones of its group must wait
                 continue
-            msg = store.look_message_by_offset(f.commitlog_offset, f.size)
+            msg = store.look_message_by_offset(f.commitlog_offset, f.size, f.offset)
             if msg is None:
                 log.warning("in-flight message no longer in the CommitLog, dropped", key=key, offset=f.offset)
                 state.ack(key, f.offset)
@@ -592,7 +592,7 @@ class PopService:
                 for queue_offset, phys, size in res.spans:
                     group = None
                     if req.fifo:  # the message group decides: read the message now
-                        m = store.look_message_by_offset(phys, size)
+                        m = store.look_message_by_offset(phys, size, queue_offset)
                         if m is None:
                             continue  # gone (retention) or unreadable: skipped, as a read would skip it
                         messages[queue_offset] = m
@@ -747,7 +747,7 @@ class PopService:
         self._check_handle_scope(handle, group, topic)
         _, flight = self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
-        msg = self.ctx.store.look_message_by_offset(flight.commitlog_offset, flight.size)
+        msg = self.ctx.store.look_message_by_offset(flight.commitlog_offset, flight.size, flight.offset)
         if msg is None:
             self.state.ack(key, handle.queue_offset)
             self._sync_offset(key)

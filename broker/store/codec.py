@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import zlib
 from collections.abc import Callable, Sequence
@@ -15,10 +16,15 @@ from typing import NamedTuple
 
 from broker.store.consume_queue import ENTRY as CQ_ENTRY
 from broker.store.message import (
+    INNER_BATCH_FLAG,
+    NEED_UNWRAP_FLAG,
     MessageExt,
     MessageExtBrokerInner,
     tags_hash_code,
 )
+from common.message_batch import ENTRY_HEAD as INNER_HEAD
+from common.message_batch import MIN_ENTRY_SIZE as INNER_MIN_SIZE
+from common.message_batch import PROPS_LEN as INNER_PROPS_LEN
 from common.message_const import PROPERTY_KEYS as KEYS
 from common.message_const import PROPERTY_TAGS as TAGS
 from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
@@ -39,6 +45,8 @@ from common.record import (
     decode_properties,
     encode_properties,
 )
+
+log = logging.getLogger(__name__)
 
 
 class RecordError(ValueError):
@@ -66,6 +74,7 @@ class RecordInfo:
     tags_code: int = 0
     keys: tuple[str, ...] = ()
     unique_key: str | None = None
+    inner_tags_codes: tuple[int, ...] = ()  # an inner batch: one ConsumeQueue entry per message, these tags
 
 
 @lru_cache(maxsize=1024)
@@ -230,6 +239,7 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
         if phys + size > end:
             stop = i
             break
+        inner = msg.inner_tags_codes
         if is_keyed:
             add_keyed(i)
         queue_id = msg.queue_id
@@ -267,7 +277,10 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
         )
         add(record)
         add(crc32(record).to_bytes(4, "big"))
-        entries.append(entry(phys, size, tags_code))
+        if inner is None:
+            entries.append(entry(phys, size, tags_code))
+        else:  # one entry per message of the batch: readers address them like any other
+            entries.extend([entry(phys, size, code) for code in inner])
         add_written(phys)
         add_size(size)
         add_qo(queue_offset)
@@ -356,6 +369,16 @@ def check_record(buf: memoryview | bytes | bytearray, pos: int, limit: int) -> R
         return RecordInfo(ScanStatus.CORRUPT, 0)
     props = decode_properties(buf[p + 2 : p + 2 + plen])
     keys = tuple(k for k in props.get("KEYS", "").split(" ") if k)
+    inner: tuple[int, ...] = ()
+    if h[7] & INNER_BATCH_FLAG:
+        body_at = pos + HEADER_SIZE
+        try:  # the CRC holds, so a body that is no batch is our bug: keep the record (one entry), never truncate
+            inner = tuple(
+                tags_hash_code(decode_properties(raw).get(TAGS))
+                for *_, raw in _inner_entries(bytes(buf[body_at : body_at + body_len]))
+            )
+        except RecordError as exc:
+            log.error("inner-batch record with a body that is no batch", extra={"offset": h[6], "error": str(exc)})
     return RecordInfo(
         ScanStatus.OK,
         size,
@@ -367,6 +390,7 @@ def check_record(buf: memoryview | bytes | bytearray, pos: int, limit: int) -> R
         tags_hash_code(props.get("TAGS")),
         keys,
         props.get("UNIQ_KEY"),
+        inner,
     )
 
 
@@ -403,3 +427,79 @@ def decode(buf: memoryview | bytes | bytearray, pos: int = 0) -> MessageExt:
         store_size=size,
         body_crc=h[2],
     )
+
+
+# ---------------------------------------------------------------------- inner batches
+# An inner-batch record (sys flag INNER_BATCH_FLAG) holds the messages of one SendBatch request as its body, in the
+# MessageBatch layout (common/message_batch.py), and takes one queue offset per message from its own queue offset
+# on. Readers never see it whole: every read path hands out its messages one by one (RocketMQ 5 leaves the
+# unwrapping to the client; here it stays in the broker so that every consumer and protocol works unchanged).
+
+_INNER_FLAGS = INNER_BATCH_FLAG | NEED_UNWRAP_FLAG
+
+
+def _inner_entries(body: bytes) -> list[tuple[int, int, bytes, bytes]]:
+    """(flag, body CRC, body, raw properties) of each message of an inner-batch body."""
+    out: list[tuple[int, int, bytes, bytes]] = []
+    unpack = INNER_HEAD.unpack_from
+    head, plen_size = INNER_HEAD.size, INNER_PROPS_LEN.size
+    pos, end = 0, len(body)
+    while pos < end:
+        if end - pos < INNER_MIN_SIZE:
+            raise RecordError(f"inner batch: {end - pos} trailing bytes at {pos}")
+        total, _, crc, flag, body_len = unpack(body, pos)
+        b1 = pos + head + body_len
+        if body_len < 0 or total < INNER_MIN_SIZE + body_len or pos + total > end:
+            raise RecordError(f"inner batch: message at {pos} of {total} bytes does not fit")
+        out.append((flag, crc, body[pos + head : b1], body[b1 + plen_size : pos + total]))
+        pos += total
+    return out
+
+
+def unwrap(outer: MessageExt) -> list[MessageExt]:
+    """The messages of an inner-batch record, each with its queue offset (the record's + its index), the record's
+    store metadata and its own flag, body and properties (RocketMQ's ``MessageDecoder.decodeMessage``)."""
+    sys_flag = outer.sys_flag & ~_INNER_FLAGS
+    fixed = HEADER_SIZE + TOPIC_LEN.size + len(outer.topic.encode("utf-8")) + PROPS_LEN.size + TRAILER.size
+    return [
+        MessageExt(
+            topic=outer.topic,
+            body=body,
+            queue_id=outer.queue_id,
+            properties=decode_properties(raw),
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=outer.born_timestamp,
+            born_host=outer.born_host,
+            store_timestamp=outer.store_timestamp,
+            store_host=outer.store_host,
+            reconsume_times=outer.reconsume_times,
+            prepared_transaction_offset=outer.prepared_transaction_offset,
+            queue_offset=outer.queue_offset + i,
+            commitlog_offset=outer.commitlog_offset,
+            store_size=fixed + len(body) + len(raw),
+            body_crc=crc,
+        )
+        for i, (flag, crc, body, raw) in enumerate(_inner_entries(outer.body))
+    ]
+
+
+def unwrap_raw(record: bytes) -> list[bytes]:
+    """The messages of the inner-batch ``record`` as records of their own (what ``unwrap`` decodes), for the
+    paths that answer with stored records (batched pull and receive)."""
+    h = list(HEADER.unpack_from(record, 0))
+    body_len = h[16]
+    p = HEADER_SIZE + body_len
+    tlen = record[p]
+    topic_prefix = record[p : p + TOPIC_LEN.size + tlen]
+    base = h[5]
+    h[1] = MESSAGE_MAGIC_CODE
+    h[7] &= ~_INNER_FLAGS
+    pack, crc32, plen = HEADER.pack, zlib.crc32, PROPS_LEN.pack
+    fixed = HEADER_SIZE + len(topic_prefix) + PROPS_LEN.size + TRAILER.size
+    out: list[bytes] = []
+    for i, (flag, crc, body, raw) in enumerate(_inner_entries(record[HEADER_SIZE : HEADER_SIZE + body_len])):
+        h[0], h[2], h[4], h[5], h[16] = fixed + len(body) + len(raw), crc, flag, base + i, len(body)
+        rec = pack(*h) + body + topic_prefix + plen(len(raw)) + raw
+        out.append(rec + crc32(rec).to_bytes(4, "big"))
+    return out

@@ -22,6 +22,8 @@ TRANSACTION_NOT_TYPE = 0
 TRANSACTION_PREPARED_TYPE = 0x1 << 2
 TRANSACTION_COMMIT_TYPE = 0x2 << 2
 TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+NEED_UNWRAP_FLAG = 0x1 << 6
+INNER_BATCH_FLAG = 0x1 << 7  # the body is a MessageBatch whose messages take consecutive queue offsets
 
 
 _MASK32 = 0xFFFFFFFF
@@ -86,6 +88,9 @@ class MessageExtBrokerInner:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     tags_code: int | None = None
+    # An inner batch (sys flag INNER_BATCH_FLAG): the tag hash code of each message of the body, in order. The
+    # record takes one queue offset and one ConsumeQueue entry per message.
+    inner_tags_codes: list[int] | None = None
 
     @property
     def tags(self) -> str | None:
@@ -98,6 +103,22 @@ class MessageExtBrokerInner:
 
     def effective_tags_code(self) -> int:
         return self.tags_code if self.tags_code is not None else tags_hash_code(self.tags)
+
+
+def inner_batch_message(
+    topic: str, queue_id: int, payload: bytes, tags_codes: list[int], **fields: object
+) -> MessageExtBrokerInner:
+    """An inner-batch record (RocketMQ 5): ``payload`` is the batch in the MessageBatch layout, ``tags_codes`` the
+    tag hash code of each of its messages; ``fields`` are the record's other fields (born time and host...)."""
+    return MessageExtBrokerInner(
+        topic,
+        payload,
+        queue_id,
+        {mc.PROPERTY_INNER_NUM: str(len(tags_codes))},
+        sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG,
+        inner_tags_codes=tags_codes,
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 @dataclass

@@ -27,7 +27,7 @@ from broker.store.consume_queue import ConsumeQueue
 from broker.store.consume_queue_ext import ConsumeQueueExt
 from broker.store.index_file import IndexService
 from broker.store.mapped_file import MappedFile
-from broker.store.message import MessageExt, MessageExtBrokerInner
+from broker.store.message import INNER_BATCH_FLAG, MessageExt, MessageExtBrokerInner
 from broker.store.results import (
     AppendMessageResult,
     CommitLogDispatcher,
@@ -39,6 +39,7 @@ from broker.store.results import (
     PutResults,
 )
 from common import message_const as mc
+from common.record import OFF_QUEUE_OFFSET, OFF_SYS_FLAG
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,9 @@ class DefaultMessageStore:
             queue.SimpleQueue()
         )
         self._index_end = 0  # end of the last record the index thread finished
+        # The last inner batch read, unwrapped: its messages are read one by one (a pop answers per flight).
+        self._inner_cache: tuple[int, list[MessageExt]] | None = None
+        self._inner_raw_cache: tuple[int, list[bytes]] | None = None
         self._index_enqueued = 0
         self._index_done = 0
         self._pending_aio: dict[asyncio.AbstractEventLoop, list[_PendingPut]] = {}  # puts of this loop turn
@@ -205,7 +209,11 @@ class DefaultMessageStore:
                 break
             scanned += 1
             cq = self._queue(info.topic, info.queue_id)
-            cq.put(info.queue_offset, info.physical_offset, info.size, info.tags_code)
+            if info.inner_tags_codes:
+                for i, code in enumerate(info.inner_tags_codes):
+                    cq.put(info.queue_offset + i, info.physical_offset, info.size, code)
+            else:
+                cq.put(info.queue_offset, info.physical_offset, info.size, info.tags_code)
             if self.config.messageIndexEnable and info.physical_offset > indexed_until:
                 self.index.build_index(
                     info.topic, info.keys, info.unique_key, info.physical_offset, info.store_timestamp
@@ -705,12 +713,14 @@ class DefaultMessageStore:
         removing = False
         min_phys = self.commitlog.min_offset
         ext = self._cq_ext(topic, queue_id) if getattr(message_filter, "uses_cq_ext", False) else None
+        last_phys = -1  # the messages of an inner batch share one record: its size counts once
         while len(selected) < max_msg_nums and next_offset < max_o and scanned < MAX_FILTER_SCAN:
             batch = cq.entries(next_offset, min(max_msg_nums * 4, MAX_FILTER_SCAN - scanned))
             if not batch:
                 break
             for phys, size, tags in batch:
-                if len(selected) >= max_msg_nums or (selected and total + size > max_total_bytes):
+                counted = 0 if phys == last_phys else size
+                if len(selected) >= max_msg_nums or (selected and total + counted > max_total_bytes):
                     break
                 entry_offset = next_offset
                 next_offset += 1
@@ -724,9 +734,10 @@ class DefaultMessageStore:
                         continue
                 if raw and message_filter is None:
                     selected_spans.append((entry_offset, phys, size))
-                    total += size
+                    total += counted
+                    last_phys = phys
                     continue
-                msg = self.commitlog.read(phys, size)
+                msg = self.read_message(phys, size, entry_offset)
                 if msg is None:
                     continue
                 if message_filter is not None and not message_filter.is_matched_by_commitlog(msg):
@@ -735,7 +746,8 @@ class DefaultMessageStore:
                     selected_spans.append((entry_offset, phys, size))
                 else:
                     messages.append(msg)
-                total += size
+                total += counted
+                last_phys = phys
             else:
                 continue
             break
@@ -755,28 +767,113 @@ class DefaultMessageStore:
         return result
 
     def _read_spans(self, spans: list[tuple[int, int, int]]) -> tuple[bytes, int]:
-        """The records of ``spans`` end to end; a run of adjacent records is one slice of the segment.
+        """The records of ``spans`` end to end (see ``read_records``), and how many; stops at the first gone."""
+        parts, gone = self.read_records(spans)
+        if gone:
+            n = gone[0]
+            kept = 0
+            out: list[bytes] = []
+            for part_spans, part in parts:
+                if kept + part_spans > n:
+                    break
+                out.append(part)
+                kept += part_spans
+            return b"".join(out), kept
+        if len(parts) == 1:
+            return parts[0][1], len(spans)
+        return b"".join(part for _, part in parts), len(spans)
 
-        Stops at the first record that is gone (retention deleted its segment meanwhile)."""
-        parts: list[bytes] = []
-        count = 0
-        run_start, run_end, run_n = spans[0][1], spans[0][1] + spans[0][2], 1
-        for _, phys, size in spans[1:]:
-            if phys == run_end:
-                run_end += size
-                run_n += 1
-                continue
-            chunk = self.commitlog.read_raw(run_start, run_end - run_start)
+    def read_records(self, spans: Sequence[tuple[int, int, int]]) -> tuple[list[tuple[int, bytes]], list[int]]:
+        """The stored records of ``spans`` (queue offset, commitlog offset, size), in order, as (how many spans,
+        bytes) parts, and the indexes of the spans whose record is gone (retention deleted its segment).
+
+        A run of records adjacent in the CommitLog is one slice of the segment. A message of an inner batch comes
+        as a record of its own (``codec.unwrap_raw``), so readers never see a batch whole."""
+        parts: list[tuple[int, bytes]] = []
+        gone: list[int] = []
+        read_raw = self.commitlog.read_raw
+        i, n = 0, len(spans)
+        while i < n:
+            start = spans[i][1]
+            end, j, prev = start + spans[i][2], i + 1, start
+            while j < n:
+                phys = spans[j][1]
+                if phys == end:
+                    end += spans[j][2]
+                elif phys != prev:  # not adjacent, nor the next message of the same inner batch
+                    break
+                prev = phys
+                j += 1
+            chunk = read_raw(start, end - start)
             if chunk is None:
-                return b"".join(parts), count
-            parts.append(chunk)
-            count += run_n
-            run_start, run_end, run_n = phys, phys + size, 1
-        chunk = self.commitlog.read_raw(run_start, run_end - run_start)
-        if chunk is not None:
-            parts.append(chunk)
-            count += run_n
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), count
+                if j - i > 1:  # the run crosses a segment end, or part of it is gone: record by record
+                    for k in range(i, j):
+                        self._read_one(spans, k, parts, gone)
+                else:
+                    gone.append(i)
+                i = j
+                continue
+            flag_at = OFF_SYS_FLAG + 3  # the sys flag's low byte holds INNER_BATCH_FLAG
+            if not any(chunk[spans[k][1] - start + flag_at] & INNER_BATCH_FLAG for k in range(i, j)):
+                parts.append((j - i, chunk))
+            else:
+                for k in range(i, j):
+                    phys, size = spans[k][1], spans[k][2]
+                    record = chunk[phys - start : phys - start + size]
+                    parts.append((1, self._unwrapped_raw(spans[k][0], phys, record)))
+            i = j
+        return parts, gone
+
+    def _read_one(
+        self, spans: Sequence[tuple[int, int, int]], k: int, parts: list[tuple[int, bytes]], gone: list[int]
+    ) -> None:
+        queue_offset, phys, size = spans[k]
+        record = self.commitlog.read_raw(phys, size)
+        if record is None:
+            gone.append(k)
+            return
+        parts.append((1, self._unwrapped_raw(queue_offset, phys, record)))
+
+    def _unwrapped_raw(self, queue_offset: int, phys: int, record: bytes) -> bytes:
+        """``record`` itself, or for an inner batch its message at ``queue_offset`` as a record of its own. The
+        last batch unwrapped is kept: a batch is read message by message."""
+        if not record[OFF_SYS_FLAG + 3] & INNER_BATCH_FLAG:
+            return record
+        cached = self._inner_raw_cache
+        if cached is not None and cached[0] == phys:
+            messages = cached[1]
+        else:
+            try:
+                messages = codec.unwrap_raw(record)
+            except codec.RecordError as exc:  # our bug (check_record logged it): serve the record as stored
+                log.error("inner batch unreadable", extra={"commitlog_offset": phys, "error": str(exc)})
+                return record
+            self._inner_raw_cache = (phys, messages)
+        i = queue_offset - _queue_offset(record)
+        return messages[i] if 0 <= i < len(messages) else record
+
+    def read_message(self, phys: int, size: int | None, queue_offset: int | None = None) -> MessageExt | None:
+        """The message at ``phys``; for an inner-batch record, its message at ``queue_offset`` (None when gone,
+        or when no queue offset says which message of the batch is meant)."""
+        cached = self._inner_cache
+        if cached is not None and cached[0] == phys and phys >= self.commitlog.min_offset:
+            messages = cached[1]
+        else:
+            msg = self.commitlog.read(phys, size)
+            if msg is None or not msg.sys_flag & INNER_BATCH_FLAG:
+                return msg
+            try:
+                messages = codec.unwrap(msg)
+            except codec.RecordError as exc:  # our bug (check_record logged it): serve the record as stored
+                log.error("inner batch unreadable", extra={"commitlog_offset": phys, "error": str(exc)})
+                return msg
+            if not messages:
+                return msg
+            self._inner_cache = (phys, messages)
+        if queue_offset is None:
+            return None
+        i = queue_offset - messages[0].queue_offset
+        return messages[i] if 0 <= i < len(messages) else None
 
     # ------------------------------------------------------------------ ConsumeQueue extension (filter bitmaps)
     def enable_cq_ext(self, bitmap_bytes: int) -> None:
@@ -800,8 +897,11 @@ class DefaultMessageStore:
         if ext is not None:
             ext.put(queue_offset, commitlog_offset, bitmap)
 
-    def look_message_by_offset(self, commitlog_offset: int, size: int | None = None) -> MessageExt | None:
-        return self.commitlog.read(commitlog_offset, size)
+    def look_message_by_offset(
+        self, commitlog_offset: int, size: int | None = None, queue_offset: int | None = None
+    ) -> MessageExt | None:
+        """The message stored at ``commitlog_offset``; a message of an inner batch also needs its ``queue_offset``."""
+        return self.read_message(commitlog_offset, size, queue_offset)
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get((topic, queue_id))
@@ -839,7 +939,7 @@ class DefaultMessageStore:
             if phys in seen:
                 continue
             seen.add(phys)
-            msg = self.commitlog.read(phys)
+            msg = self.read_message(phys, None)  # inner-batch messages are not indexed one by one (as RocketMQ)
             if msg is None or msg.topic != topic or not (begin_ts <= msg.store_timestamp <= end_ts):
                 continue
             if key in msg.keys or msg.unique_id == key:
@@ -872,6 +972,10 @@ class DefaultMessageStore:
         if not self.config.messageIndexEnable or self._index_done >= self._index_enqueued:
             return 0
         return max(0, self.commitlog.max_offset - self._index_end)
+
+
+def _queue_offset(record: bytes) -> int:
+    return int.from_bytes(record[OFF_QUEUE_OFFSET : OFF_QUEUE_OFFSET + 8], "big")
 
 
 def _disk_usage_ratio(path: Path) -> float:

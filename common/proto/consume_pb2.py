@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ommon/proto/consume.proto\x12\x0forbitmq.consume\"\'\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xde\x01\n\x10PullBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x14\n\x0cmax_messages\x18\x05 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x17\n\x0flong_polling_ms\x18\x07 \x01(\x03\x12\x13\n\x0b\x66ilter_type\x18\x08 \x01(\t\x12\x19\n\x11\x66ilter_expression\x18\t \x01(\t\x12\x18\n\x10use_reset_offset\x18\n \x01(\x08\"\xaf\x01\n\x11PullBatchResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x03\x12\x12\n\nmin_offset\x18\x03 \x01(\x03\x12\x12\n\nmax_offset\x18\x04 \x01(\x03\x12\r\n\x05\x63ount\x18\x05 \x01(\x05\x12\x0f\n\x07records\x18\x06 \x01(\x0c\x12\x14\n\x0coffset_reset\x18\x07 \x01(\x08\"\'\n\x16GetConsumerListRequest\x12\r\n\x05group\x18\x01 \x01(\t\"V\n\x17GetConsumerListResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x12\n\nclient_ids\x18\x02 \x03(\t\"{\n\x0fSendBackRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x18\n\x10\x63ommitlog_offset\x18\x03 \x01(\x03\x12\x13\n\x0b\x64\x65lay_level\x18\x04 \x01(\x05\x12\x1b\n\x13max_reconsume_times\x18\x05 \x01(\x05\"\x87\x01\n\x10SendBackResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x17\n\x0freconsume_times\x18\x03 \x01(\x05\x12\x1c\n\x14\x64\x65liver_timestamp_ms\x18\x04 \x01(\x03\"i\n\x11LockQueuesRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x11\n\tqueue_ids\x18\x04 \x03(\x05\x12\x10\n\x08lease_ms\x18\x05 \x01(\x03\"i\n\x12LockQueuesResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x18\n\x10locked_queue_ids\x18\x02 \x03(\x05\x12\x10\n\x08lease_ms\x18\x03 \x01(\x03\"Y\n\x13UnlockQueuesRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x11\n\tqueue_ids\x18\x04 \x03(\x05\"?\n\x14UnlockQueuesResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status2\xc8\x03\n\x07\x43onsume\x12R\n\tPullBatch\x12!.orbitmq.consume.PullBatchRequest\x1a\".orbitmq.consume.PullBatchResponse\x12O\n\x08SendBack\x12 .orbitmq.consume.SendBackRequest\x1a!.orbitmq.consume.SendBackResponse\x12U\n\nLockQueues\x12\".orbitmq.consume.LockQueuesRequest\x1a#.orbitmq.consume.LockQueuesResponse\x12[\n\x0cUnlockQueues\x12$.orbitmq.consume.UnlockQueuesRequest\x1a%.orbitmq.consume.UnlockQueuesResponse\x12\x64\n\x0fGetConsumerList\x12\'.orbitmq.consume.GetConsumerListRequest\x1a(.orbitmq.consume.GetConsumerListResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ommon/proto/consume.proto\x12\x0forbitmq.consume\"\'\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xde\x01\n\x10PullBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x14\n\x0cmax_messages\x18\x05 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x17\n\x0flong_polling_ms\x18\x07 \x01(\x03\x12\x13\n\x0b\x66ilter_type\x18\x08 \x01(\t\x12\x19\n\x11\x66ilter_expression\x18\t \x01(\t\x12\x18\n\x10use_reset_offset\x18\n \x01(\x08\"\xaf\x01\n\x11PullBatchResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x03\x12\x12\n\nmin_offset\x18\x03 \x01(\x03\x12\x12\n\nmax_offset\x18\x04 \x01(\x03\x12\r\n\x05\x63ount\x18\x05 \x01(\x05\x12\x0f\n\x07records\x18\x06 \x01(\x0c\x12\x14\n\x0coffset_reset\x18\x07 \x01(\x08\"\'\n\x16GetConsumerListRequest\x12\r\n\x05group\x18\x01 \x01(\t\"V\n\x17GetConsumerListResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x12\n\nclient_ids\x18\x02 \x03(\t\"\xa7\x01\n\x0fSendBackRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x18\n\x10\x63ommitlog_offset\x18\x03 \x01(\x03\x12\x13\n\x0b\x64\x65lay_level\x18\x04 \x01(\x05\x12\x1b\n\x13max_reconsume_times\x18\x05 \x01(\x05\x12\x19\n\x0cqueue_offset\x18\x06 \x01(\x03H\x00\x88\x01\x01\x42\x0f\n\r_queue_offset\"\x87\x01\n\x10SendBackResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x17\n\x0freconsume_times\x18\x03 \x01(\x05\x12\x1c\n\x14\x64\x65liver_timestamp_ms\x18\x04 \x01(\x03\"i\n\x11LockQueuesRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x11\n\tqueue_ids\x18\x04 \x03(\x05\x12\x10\n\x08lease_ms\x18\x05 \x01(\x03\"i\n\x12LockQueuesResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status\x12\x18\n\x10locked_queue_ids\x18\x02 \x03(\x05\x12\x10\n\x08lease_ms\x18\x03 \x01(\x03\"Y\n\x13UnlockQueuesRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x11\n\tqueue_ids\x18\x04 \x03(\x05\"?\n\x14UnlockQueuesResponse\x12\'\n\x06status\x18\x01 \x01(\x0b\x32\x17.orbitmq.consume.Status2\xc8\x03\n\x07\x43onsume\x12R\n\tPullBatch\x12!.orbitmq.consume.PullBatchRequest\x1a\".orbitmq.consume.PullBatchResponse\x12O\n\x08SendBack\x12 .orbitmq.consume.SendBackRequest\x1a!.orbitmq.consume.SendBackResponse\x12U\n\nLockQueues\x12\".orbitmq.consume.LockQueuesRequest\x1a#.orbitmq.consume.LockQueuesResponse\x12[\n\x0cUnlockQueues\x12$.orbitmq.consume.UnlockQueuesRequest\x1a%.orbitmq.consume.UnlockQueuesResponse\x12\x64\n\x0fGetConsumerList\x12\'.orbitmq.consume.GetConsumerListRequest\x1a(.orbitmq.consume.GetConsumerListResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,18 +41,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCONSUMERLISTREQUEST']._serialized_end=530
   _globals['_GETCONSUMERLISTRESPONSE']._serialized_start=532
   _globals['_GETCONSUMERLISTRESPONSE']._serialized_end=618
-  _globals['_SENDBACKREQUEST']._serialized_start=620
-  _globals['_SENDBACKREQUEST']._serialized_end=743
-  _globals['_SENDBACKRESPONSE']._serialized_start=746
-  _globals['_SENDBACKRESPONSE']._serialized_end=881
-  _globals['_LOCKQUEUESREQUEST']._serialized_start=883
-  _globals['_LOCKQUEUESREQUEST']._serialized_end=988
-  _globals['_LOCKQUEUESRESPONSE']._serialized_start=990
-  _globals['_LOCKQUEUESRESPONSE']._serialized_end=1095
-  _globals['_UNLOCKQUEUESREQUEST']._serialized_start=1097
-  _globals['_UNLOCKQUEUESREQUEST']._serialized_end=1186
-  _globals['_UNLOCKQUEUESRESPONSE']._serialized_start=1188
-  _globals['_UNLOCKQUEUESRESPONSE']._serialized_end=1251
-  _globals['_CONSUME']._serialized_start=1254
-  _globals['_CONSUME']._serialized_end=1710
+  _globals['_SENDBACKREQUEST']._serialized_start=621
+  _globals['_SENDBACKREQUEST']._serialized_end=788
+  _globals['_SENDBACKRESPONSE']._serialized_start=791
+  _globals['_SENDBACKRESPONSE']._serialized_end=926
+  _globals['_LOCKQUEUESREQUEST']._serialized_start=928
+  _globals['_LOCKQUEUESREQUEST']._serialized_end=1033
+  _globals['_LOCKQUEUESRESPONSE']._serialized_start=1035
+  _globals['_LOCKQUEUESRESPONSE']._serialized_end=1140
+  _globals['_UNLOCKQUEUESREQUEST']._serialized_start=1142
+  _globals['_UNLOCKQUEUESREQUEST']._serialized_end=1231
+  _globals['_UNLOCKQUEUESRESPONSE']._serialized_start=1233
+  _globals['_UNLOCKQUEUESRESPONSE']._serialized_end=1296
+  _globals['_CONSUME']._serialized_start=1299
+  _globals['_CONSUME']._serialized_end=1755
 # @@protoc_insertion_point(module_scope)

@@ -71,18 +71,20 @@ class GetConsumerListResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., client_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SendBackRequest(_message.Message):
-    __slots__ = ("group", "topic", "commitlog_offset", "delay_level", "max_reconsume_times")
+    __slots__ = ("group", "topic", "commitlog_offset", "delay_level", "max_reconsume_times", "queue_offset")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     COMMITLOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     MAX_RECONSUME_TIMES_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     group: str
     topic: str
     commitlog_offset: int
     delay_level: int
     max_reconsume_times: int
-    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., commitlog_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ...) -> None: ...
+    queue_offset: int
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., commitlog_offset: _Optional[int] = ..., delay_level: _Optional[int] = ..., max_reconsume_times: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
 
 class SendBackResponse(_message.Message):
     __slots__ = ("status", "destination", "reconsume_times", "deliver_timestamp_ms")

@@ -445,15 +445,24 @@ class ConsumerCalls:
         await self._consume_call(endpoint, "UnlockQueues", request)
 
     async def send_back(
-        self, endpoint: Endpoint, topic: str, commitlog_offset: int, delay_level: int, max_reconsume_times: int
+        self,
+        endpoint: Endpoint,
+        topic: str,
+        commitlog_offset: int,
+        queue_offset: int,
+        delay_level: int,
+        max_reconsume_times: int,
     ) -> consume_pb2.SendBackResponse:
-        """consumerSendMsgBack: to %RETRY%<group>, or %DLQ%<group> past max reconsume times (delay_level < 0: now)."""
+        """consumerSendMsgBack: to %RETRY%<group>, or %DLQ%<group> past max reconsume times (delay_level < 0: now).
+
+        The queue offset says which message of an inner batch (they share the record's commitlog offset)."""
         request = consume_pb2.SendBackRequest(
             group=self.group,
             topic=topic,
             commitlog_offset=commitlog_offset,
             delay_level=delay_level,
             max_reconsume_times=max_reconsume_times,
+            queue_offset=queue_offset,
         )
         response: consume_pb2.SendBackResponse = await self._consume_call(endpoint, "SendBack", request)
         return response

@@ -58,6 +58,7 @@ class Pulled:
     message: BytesMessage
     commitlog_offset: int
     listener_topic: str  # the subscription it belongs to (a retry message's original topic)
+    queue_offset: int  # with the commitlog offset, which message of an inner batch
 
 
 @dataclass
@@ -335,7 +336,7 @@ class OffsetClusteringEngine(EngineBase):
                     # RocketMQ's resetRetryAndNamespace: the listener sees the message's own topic
                     listener_topic = record.properties.get(mc.PROPERTY_RETRY_TOPIC, pulled_topic)
                     message.destination = listener_topic
-                out.append(Pulled(message, record.commitlog_offset, listener_topic))
+                out.append(Pulled(message, record.commitlog_offset, listener_topic, record.queue_offset))
         except RecordFormatError as exc:
             raise OMSRuntimeException(Code.MESSAGE_CORRUPTED, f"PullBatch records do not decode: {exc}") from exc
         return out
@@ -469,7 +470,7 @@ class OffsetClusteringEngine(EngineBase):
         level = -1 if max_times == 0 else delay_level  # 0 would mean the group's default on the broker
         try:
             result = await self.calls.send_back(
-                state.ref.endpoint, state.queue.topic, p.commitlog_offset, level, max_times
+                state.ref.endpoint, state.queue.topic, p.commitlog_offset, p.queue_offset, level, max_times
             )
         except OMSException as exc:
             log.warning("sending %s back failed: %s", p.message.message_id, exc)

@@ -465,8 +465,8 @@ def test_a_popped_record_gone_from_the_commitlog_is_dropped_not_redelivered(tmp_
         real = core.store.look_message_by_offset
         gone: set[int] = set()
 
-        def reading(offset, size=None):  # type: ignore[no-untyped-def]
-            return None if offset in gone else real(offset, size)
+        def reading(offset, size=None, queue_offset=None):  # type: ignore[no-untyped-def]
+            return None if offset in gone else real(offset, size, queue_offset)
 
         first = core.store.get_message_spans(G, T, 0, 0, 3).spans
         gone.add(first[1][1])  # the second record's commitlog offset

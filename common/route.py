@@ -60,6 +60,29 @@ class TopicMessageType(StrEnum):
         return cls(value.strip().upper())
 
 
+QUEUE_TYPE_ATTRIBUTE = "queue.type"
+
+
+class CQType(StrEnum):
+    """The topic attribute ``queue.type`` (RocketMQ's ``CQType``).
+
+    ``BatchCQ`` topics store each ``Produce/SendBatch`` request as one inner-batch CommitLog record; readers see
+    the messages one by one (``docs/storage.md``, inner batches)."""
+
+    SIMPLE = "SimpleCQ"
+    BATCH = "BatchCQ"
+
+    @classmethod
+    def parse(cls, value: str | None) -> CQType:
+        if not value:
+            return cls.SIMPLE
+        for member in cls:
+            if member.value.lower() == value.strip().lower():
+                return member
+        allowed = ", ".join(m.value for m in cls)
+        raise ValueError(f"attribute {QUEUE_TYPE_ATTRIBUTE}={value!r} is not one of {allowed}")
+
+
 @dataclass
 class TopicConfig:
     """One topic on one broker: queue counts, permission, message type, free-form attributes."""
@@ -82,6 +105,10 @@ class TopicConfig:
             "messageType": self.message_type.value,
             "attributes": dict(self.attributes),
         }
+
+    @property
+    def cq_type(self) -> CQType:
+        return CQType.parse(self.attributes.get(QUEUE_TYPE_ATTRIBUTE))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TopicConfig:

@@ -72,9 +72,7 @@ def test_batch_takes_one_record_and_one_offset_per_message(store_factory: StoreF
     got = store.get_message("g", "T", 0, 0, 100)
     assert got.status is GetMessageStatus.FOUND and got.next_begin_offset == 16
     assert [m.queue_offset for m in got.messages] == list(range(16))
-    assert [(m.flag, m.body, m.properties) for m in got.messages] == [
-        (e.flag, e.body, e.properties) for e in expected
-    ]
+    assert [(m.flag, m.body, m.properties) for m in got.messages] == [(e.flag, e.body, e.properties) for e in expected]
     for m in got.messages:
         assert not m.sys_flag & (INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
         assert m.store_host == ("10.0.0.7", 8081) and m.topic == "T" and m.queue_id == 0

@@ -1,19 +1,54 @@
 """The broker's topic table (``config/topics.json``): queue numbers, permission, message type per topic.
 
 Auto-creation copies the ``TBW102`` template as RocketMQ does when ``autoCreateTopicEnable`` is on.
+The topic attribute ``queue.type`` (``SimpleCQ``/``BatchCQ``) is fixed when a topic is created, as in RocketMQ.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from broker.json_file import read_json, write_json_atomic
 from common.errors import Code, MQError
-from common.route import READ_WRITE, PermName, TopicConfig, TopicMessageType
+from common.route import QUEUE_TYPE_ATTRIBUTE, READ_WRITE, CQType, PermName, TopicConfig, TopicMessageType
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+
+
+def settle_queue_type(tc: TopicConfig, existing: TopicConfig | None) -> TopicConfig:
+    """``tc`` with its ``queue.type`` checked against ``existing`` (the topic's current config, None if new).
+
+    The value is stored in its canonical spelling (``SimpleCQ``/``BatchCQ``); an unknown value is BAD_REQUEST.
+    Like RocketMQ's unchangeable attribute, an update cannot change it (BAD_REQUEST); one that leaves it out
+    keeps the current value. A topic created without it is SimpleCQ (the attribute stays absent).
+    """
+    attributes = dict(tc.attributes)
+    raw = attributes.get(QUEUE_TYPE_ATTRIBUTE)
+    try:
+        requested = CQType.parse(raw) if raw is not None else None
+    except ValueError as exc:
+        raise MQError(Code.BAD_REQUEST, str(exc)) from exc
+    if existing is not None:
+        current = existing.attributes.get(QUEUE_TYPE_ATTRIBUTE)
+        current_type = CQType.parse(current)
+        if requested is None:
+            if current is None:
+                return tc
+            attributes[QUEUE_TYPE_ATTRIBUTE] = current_type.value
+            return dataclasses.replace(tc, attributes=attributes)
+        if requested is not current_type:
+            raise MQError(
+                Code.BAD_REQUEST,
+                f"attribute {QUEUE_TYPE_ATTRIBUTE} of topic {tc.topic_name!r} is {current_type.value} and cannot "
+                f"change to {requested.value} (it is fixed when the topic is created; delete and re-create the topic)",
+            )
+    if requested is None:
+        return tc
+    attributes[QUEUE_TYPE_ATTRIBUTE] = requested.value
+    return dataclasses.replace(tc, attributes=attributes)
 
 
 class TopicConfigManager:
@@ -66,7 +101,10 @@ class TopicConfigManager:
         return [t for t in self.all() if t.topic_name != AUTO_CREATE_TOPIC_KEY_TOPIC]
 
     def get_or_auto_create(self, topic: str, message_type: TopicMessageType | None = None) -> TopicConfig:
-        """The topic's config; unknown topics are created from TBW102 when allowed, else TOPIC_NOT_FOUND."""
+        """The topic's config; unknown topics are created from TBW102 when allowed, else TOPIC_NOT_FOUND.
+
+        The template's queue numbers and permission are copied, not its attributes: auto-created topics are
+        SimpleCQ (RocketMQ's default ``queue.type``)."""
         existing = self.get(topic)
         if existing is not None:
             return existing
@@ -88,7 +126,10 @@ class TopicConfigManager:
         return tc
 
     def create_or_update(self, tc: TopicConfig) -> TopicConfig:
+        """Store ``tc`` and return what was stored: ``queue.type`` normalised, kept or refused
+        (``settle_queue_type``; MQError BAD_REQUEST). Other attributes are replaced by ``tc``'s."""
         with self._lock:
+            tc = settle_queue_type(tc, self._topics.get(tc.topic_name))
             self._topics[tc.topic_name] = tc
         self._changed()
         return tc

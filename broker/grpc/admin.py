@@ -114,7 +114,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 message_type,
                 dict(c.attributes),
             )
-            self.ctx.topics.create_or_update(tc)
+            tc = self.ctx.topics.create_or_update(tc)  # queue.type: checked, normalised, kept on update
             await self._registered()
             return admin_pb2.TopicResponse(status=_ok(), config=_topic_to_pb(tc))
 

@@ -589,7 +589,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--writeQueueNums", type=int, help="default 8 for a new topic")
     p.add_argument("-p", "--perm", type=int, help="2 write, 4 read, 6 read-write (default 6)")
     p.add_argument("-o", "--order", type=parse_bool, help="true/false")
-    p.add_argument("-a", "--attributes", help="+message.type=FIFO,+key=value,-key (use --attributes=-key)")
+    p.add_argument(
+        "-a",
+        "--attributes",
+        help="+message.type=FIFO,+queue.type=BatchCQ,+key=value,-key (use --attributes=-key); queue.type "
+        "(SimpleCQ/BatchCQ) is fixed once the topic exists",
+    )
 
     p = command("deleteTopic", cmd_delete_topic, "Delete a topic (config, offsets, messages).")
     p.add_argument("-t", "--topic", required=True)

@@ -21,7 +21,7 @@ from common.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
 from common.proto import admin_pb2, admin_pb2_grpc
 from common.proto import namesrv_pb2 as ns_pb
 from common.proto import namesrv_pb2_grpc as ns_grpc
-from common.route import TopicMessageType
+from common.route import QUEUE_TYPE_ATTRIBUTE, CQType, TopicMessageType
 from common.validation import validate_group, validate_topic
 from oms.admin import models as m
 from oms.client.core import Runtime
@@ -189,9 +189,14 @@ def merge_topic(topic: str, base: m.TopicInfo | None, changes: TopicChanges) -> 
     """The config to write: ``changes`` over ``base`` (or over RocketMQ's defaults), checked before it is sent."""
     attributes = dict(base.attributes) if base else {}
     message_type = changes.message_type
-    for key, value in (changes.attributes or {}).items():
-        if key.lstrip("+") == MESSAGE_TYPE_ATTRIBUTE:  # RocketMQ 5's spelling of the type
+    for raw_key, value in (changes.attributes or {}).items():
+        key = raw_key[1:] if raw_key[:1] in ("+", "-") else raw_key  # RocketMQ's +key=value / -key
+        if raw_key.startswith("-"):
+            value = None
+        if key == MESSAGE_TYPE_ATTRIBUTE:  # RocketMQ 5's spelling of the type
             message_type = message_type or value
+        elif key == QUEUE_TYPE_ATTRIBUTE:
+            attributes[key] = _queue_type(topic, base, value)
         elif value is None:
             attributes.pop(key, None)
         else:
@@ -221,6 +226,25 @@ def merge_topic(topic: str, base: m.TopicInfo | None, changes: TopicChanges) -> 
         order=order,
         attributes=attributes,
     )
+
+
+def _queue_type(topic: str, base: m.TopicInfo | None, value: str | None) -> str:
+    """The canonical ``queue.type`` to send; unknown values, removal and a change of an existing topic's type are
+    refused here, before any broker is touched (the broker checks the same)."""
+    if value is None:
+        raise bad_request(f"attribute {QUEUE_TYPE_ATTRIBUTE} cannot be removed: it is fixed when the topic is created")
+    try:
+        requested = CQType.parse(value)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
+    if base is not None:
+        current = CQType.parse(base.attributes.get(QUEUE_TYPE_ATTRIBUTE))
+        if requested is not current:
+            raise bad_request(
+                f"attribute {QUEUE_TYPE_ATTRIBUTE} of topic {topic!r} on {base.broker_name} is {current.value} and "
+                f"cannot change to {requested.value} (it is fixed when the topic is created)"
+            )
+    return requested.value
 
 
 def merge_group(group: str, base: m.GroupInfo | None, changes: GroupChanges) -> admin_pb2.GroupConfig:
@@ -417,13 +441,16 @@ class AdminCore:
         if merge:
             current = {t.broker_name: t for t in await self.topic_configs(targets, topic)}
 
+        # every broker's config is checked (an immutable queue.type...) before the first one is written
+        configs = {b.name: merge_topic(topic, current.get(b.name), changes) for b in targets}
+
         async def one(b: Broker) -> m.TopicInfo:
             base = current.get(b.name)
             if merge and base is None and not create:
                 raise OMSResourceNotExistException(
                     Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on broker {b.name}"
                 )
-            request = admin_pb2.CreateOrUpdateTopicRequest(config=merge_topic(topic, base, changes))
+            request = admin_pb2.CreateOrUpdateTopicRequest(config=configs[b.name])
             response = await self._admin(b.addr, "CreateOrUpdateTopic", request, f"CreateOrUpdateTopic on {b.name}")
             return _topic_info(response.config, b.name)
 

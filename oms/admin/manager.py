@@ -150,7 +150,11 @@ class ResourceManager:
         cluster: str | None = None,
         broker: str | None = None,
     ) -> list[m.TopicInfo]:
-        """Create (or overwrite) ``topic`` on each target broker with exactly this configuration."""
+        """Create (or overwrite) ``topic`` on each target broker with exactly this configuration.
+
+        ``attributes={"queue.type": "BatchCQ"}`` makes a BatchCQ topic (RocketMQ's ``CQType``; default SimpleCQ).
+        ``queue.type`` is fixed once a topic exists: overwriting keeps it when not given, and a different value is
+        refused (BAD_REQUEST, ``OMSMessageFormatException``)."""
         changes = TopicChanges(read_queue_nums, write_queue_nums, perm, message_type, order, dict(attributes or {}))
         result: list[m.TopicInfo] = self._run(
             AdminCore.upsert_topic, topic, changes, cluster, broker, merge=False, create=True
@@ -174,6 +178,8 @@ class ResourceManager:
         """Change the given fields on each target broker, keeping the rest; attributes merge (None removes one).
 
         A broker without the topic is TOPIC_NOT_FOUND, unless ``create`` (then RocketMQ's defaults fill the rest).
+        Keys may carry RocketMQ's ``+key``/``-key`` prefixes. ``queue.type`` can be set when the topic is created
+        and repeated unchanged later; changing or removing it is refused before any broker is written.
         """
         changes = TopicChanges(read_queue_nums, write_queue_nums, perm, message_type, order, attributes)
         result: list[m.TopicInfo] = self._run(

@@ -295,6 +295,38 @@ def test_errors_are_typed_with_the_broker_code(rm):
 
 
 @pytest.mark.timeout(60)
+def test_create_topic_with_queue_type(rm):
+    infos = rm.create_topic("AdmBatch", read_queue_nums=2, write_queue_nums=2, attributes={"+queue.type": "batchCQ"})
+    assert [(i.broker_name, dict(i.attributes)) for i in infos] == [
+        ("admin-a", {"queue.type": "BatchCQ"}),
+        ("admin-b", {"queue.type": "BatchCQ"}),
+    ]
+    # create_topic overwrites without reading the current config: the brokers keep queue.type or refuse a change
+    infos = rm.create_topic("AdmBatch", read_queue_nums=4, write_queue_nums=4)
+    assert {(i.read_queue_nums, i.attributes["queue.type"]) for i in infos} == {(4, "BatchCQ")}
+    with pytest.raises(oms.OMSMessageFormatException) as err:
+        rm.create_topic("AdmBatch", attributes={"queue.type": "SimpleCQ"})
+    assert err.value.code == Code.BAD_REQUEST and "queue.type" in str(err.value) and "cannot change" in str(err.value)
+    assert "admin-" in str(err.value), "names the broker that refused"
+    # update_topic reads the current config and refuses before writing anything
+    for attributes, words in (
+        ({"queue.type": "SimpleCQ"}, ["cannot change"]),
+        ({"queue.type": None}, ["cannot be removed"]),
+        ({"-queue.type": ""}, ["cannot be removed"]),
+        ({"queue.type": "Nope"}, ["SimpleCQ", "BatchCQ"]),
+    ):
+        with pytest.raises(oms.OMSMessageFormatException) as err:
+            rm.update_topic("AdmBatch", read_queue_nums=8, attributes=attributes)
+        assert err.value.code == Code.BAD_REQUEST and all(w in str(err.value) for w in ["queue.type", *words])
+    infos = rm.update_topic("AdmBatch", attributes={"+queue.type": "BatchCQ", "+owner": "ops"})
+    assert {(i.read_queue_nums, tuple(sorted(i.attributes.items()))) for i in infos} == {
+        (4, (("owner", "ops"), ("queue.type", "BatchCQ")))
+    }
+    assert all(i.attributes["queue.type"] == "BatchCQ" for i in rm.topic_configs("AdmBatch"))
+    rm.delete_topic("AdmBatch")
+
+
+@pytest.mark.timeout(60)
 def test_brokers_without_name_server_and_lifecycle(cluster, ap):
     a, b = cluster[1], cluster[2]
     with oms.get_messaging_access_point(f"oms:rocketmq://{a.addr};{b.addr}/") as direct:

@@ -232,6 +232,45 @@ def test_errors_exit_codes_and_stderr(cluster):
     assert code == 2 and "true or false" in err
 
 
+@pytest.mark.timeout(90)
+def test_update_topic_queue_type(cluster):
+    ns, a, _ = cluster
+    n = ("-n", ns.addr)
+    out = ok("updateTopic", *n, "-c", CLUSTER, "-t", "CliBatch", "-r", "2", "-w", "2", "-a", "+queue.type=batchcq")
+    assert "create topic to cli-a success." in out and "create topic to cli-b success." in out
+    assert out.count("queue.type=BatchCQ") == 2, out  # the attribute column, in its canonical spelling
+    # an update without -a keeps it; the same value again is fine
+    infos = ok_json("updateTopic", *n, "-c", CLUSTER, "-t", "CliBatch", "-r", "4", "-w", "4")
+    assert [(i["broker_name"], i["read_queue_nums"], i["attributes"]) for i in infos] == [
+        ("cli-a", 4, {"queue.type": "BatchCQ"}),
+        ("cli-b", 4, {"queue.type": "BatchCQ"}),
+    ]
+    ok("updateTopic", *n, "-c", CLUSTER, "-t", "CliBatch", "-a", "+queue.type=BatchCQ,+owner=ops")
+
+    def refused(*argv: str) -> str:
+        done = mqadmin_cmd("updateTopic", *n, "-c", CLUSTER, "-t", "CliBatch", *argv)
+        assert done.returncode == 1 and done.stdout == "", (done.stdout, done.stderr)
+        assert done.stderr.startswith("mqadmin updateTopic: BAD_REQUEST(40000):") and "queue.type" in done.stderr
+        return done.stderr
+
+    assert "cannot change" in refused("-r", "8", "-a", "+queue.type=SimpleCQ")
+    assert "cannot be removed" in refused("--attributes=-queue.type")
+    err = refused("-a", "+queue.type=Fancy")
+    assert "SimpleCQ" in err and "BatchCQ" in err
+    # refused before any broker was written: both keep 4 queues and BatchCQ
+    infos = ok_json("updateTopic", *n, "-c", CLUSTER, "-t", "CliBatch")
+    assert [(i["read_queue_nums"], i["attributes"]) for i in infos] == [
+        (4, {"queue.type": "BatchCQ", "owner": "ops"}),
+        (4, {"queue.type": "BatchCQ", "owner": "ops"}),
+    ]
+    # a topic on one broker only, then extended to the cluster: the new broker gets the same queue.type
+    ok("updateTopic", "-b", a.addr, "-t", "CliBatchOne", "-a", "+queue.type=BatchCQ", env={"NAMESRV_ADDR": ns.addr})
+    infos = ok_json("updateTopic", *n, "-c", CLUSTER, "-t", "CliBatchOne", "-a", "+queue.type=BatchCQ")
+    assert {i["broker_name"]: i["attributes"]["queue.type"] for i in infos} == {"cli-a": "BatchCQ", "cli-b": "BatchCQ"}
+    ok("deleteTopic", *n, "-t", "CliBatchOne", "-c", CLUSTER)
+    ok("deleteTopic", *n, "-t", "CliBatch", "-c", CLUSTER)
+
+
 def test_parsing_helpers():
     local = datetime(2024, 3, 5, 7, 8, 9, 123000).timestamp()
     assert mqadmin.parse_timestamp("2024-03-05#07:08:09:123") == int(local * 1000)
@@ -246,6 +285,9 @@ def test_parsing_helpers():
     }
     with pytest.raises(Exception, match="expected"):
         mqadmin.parse_attributes("+novalue")
+    assert mqadmin.parse_attributes("+queue.type=BatchCQ") == {"queue.type": "BatchCQ"}
+    args = mqadmin.build_parser().parse_args(["updateTopic", "-t", "T", "-a", "+queue.type=BatchCQ"])
+    assert args.attributes == "+queue.type=BatchCQ"
     assert mqadmin.parse_options("virtualNodeCnt=10,inner=AVG") == {"virtualNodeCnt": "10", "inner": "AVG"}
     out = io.StringIO()
     mqadmin.table(["A", "Long Header"], [("xxxxx", 1), ("y", 22)], out)

@@ -27,8 +27,18 @@ from benchmarks import bench_peers
 from benchmarks.common import pct, write_result
 from common.message_batch import BatchEntry, encode_message_batch
 from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
-from common.proto import consume_pb2, consume_pb2_grpc, pop_pb2, pop_pb2_grpc, produce_pb2, produce_pb2_grpc
+from common.proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    consume_pb2,
+    consume_pb2_grpc,
+    pop_pb2,
+    pop_pb2_grpc,
+    produce_pb2,
+    produce_pb2_grpc,
+)
 from common.record import iter_records
+from common.route import QUEUE_TYPE_ATTRIBUTE, CQType
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_SIZE = 100
@@ -207,6 +217,23 @@ async def bench_send_batch(addr: str, topic: str, total: int, batch: int, concur
         "msgs_per_s": round(sent / elapsed),
         "mb_per_s": round(sent * BODY_SIZE / elapsed / 1e6, 1),
     }
+
+
+def create_batch_topic(addr: str, topic: str) -> None:
+    """A topic with ``queue.type=BatchCQ``: each SendBatch becomes one inner-batch record (RocketMQ 5)."""
+    config = admin_pb2.TopicConfig(
+        topic_name=topic,
+        read_queue_nums=QUEUES,
+        write_queue_nums=QUEUES,
+        perm=6,
+        attributes={QUEUE_TYPE_ATTRIBUTE: CQType.BATCH.value},
+    )
+    with grpc.insecure_channel(addr) as ch:
+        resp = admin_pb2_grpc.AdminStub(ch).CreateOrUpdateTopic(
+            admin_pb2.CreateOrUpdateTopicRequest(config=config), timeout=30
+        )
+    if resp.status.code != definition_pb2.Code.OK:
+        raise RuntimeError(resp.status.message)
 
 
 async def bench_pull(addr: str, topic: str, batch: int) -> dict[str, Any]:
@@ -515,12 +542,17 @@ def run(quick: bool = False) -> dict[str, Any]:
             official = bench_official_producer(broker.addr, n_official)
             batched = asyncio.run(bench_batched_produce(broker.addr, "BenchBatchT", n_batched, 1024, 4))
             send_batch = asyncio.run(bench_send_batch(broker.addr, "BenchSendBatchT", n_batched, 1024, 4))
+            # The same requests to a BatchCQ topic: one inner-batch record per request.
+            create_batch_topic(broker.addr, "BenchBatchCQT")
+            send_batch_cq = asyncio.run(bench_send_batch(broker.addr, "BenchBatchCQT", n_batched, 1024, 4))
             pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
             pull_batch = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024))
+            pull_batch_cq = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchCQT", 1024))
             receive_ack = asyncio.run(bench_receive_ack(broker.addr, "BenchBatchT", 32, 4))
             # The same 200k messages drained twice by two groups: batches of 32 (v2's cap) and 256.
             receive_batch = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchSendBatchT", 32, 4))
             receive_batch_256 = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchSendBatchT", 256, 4))
+            receive_batch_256_cq = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchBatchCQT", 256, 4))
             seconds = 2.0 if quick else 5.0
             latency_low = asyncio.run(bench_latency(broker.addr, "BenchLat1kT", 1_000, seconds))
             latency = asyncio.run(bench_latency(broker.addr, "BenchLatT", 10_000, seconds))
@@ -540,11 +572,14 @@ def run(quick: bool = False) -> dict[str, Any]:
         "official_async_send_msgs_per_s": official["async_msgs_per_s"],
         "batched_produce_msgs_per_s": batched["msgs_per_s"],
         "send_batch_produce_msgs_per_s": send_batch["msgs_per_s"],
+        "send_batch_batch_cq_produce_msgs_per_s": send_batch_cq["msgs_per_s"],
         "pull_consume_msgs_per_s": pull["msgs_per_s"],
         "pull_batch_consume_msgs_per_s": pull_batch["msgs_per_s"],
+        "pull_batch_batch_cq_consume_msgs_per_s": pull_batch_cq["msgs_per_s"],
         "receive_ack_consume_msgs_per_s": receive_ack["msgs_per_s"],
         "receive_batch_ack_consume_msgs_per_s": receive_batch["msgs_per_s"],
         "receive_batch_256_ack_consume_msgs_per_s": receive_batch_256["msgs_per_s"],
+        "receive_batch_256_ack_batch_cq_consume_msgs_per_s": receive_batch_256_cq["msgs_per_s"],
         "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
@@ -561,12 +596,17 @@ def run(quick: bool = False) -> dict[str, Any]:
     peers = bench_peers.run(quick)
     best_produce = max(batched["msgs_per_s"], send_batch["msgs_per_s"])
     summary["peers"] = bench_peers.compare(peers, best_produce, pull_batch["msgs_per_s"])
+    # BatchCQ keeps per-message offsets, consumption and acks, but not a per-message key index: compared apart.
+    summary["peers_batch_cq"] = bench_peers.compare(peers, send_batch_cq["msgs_per_s"], pull_batch_cq["msgs_per_s"])
     return {
         "summary": summary,
         "peers": peers,
         "official_producer": official,
         "batched_produce": batched,
         "send_batch_produce": send_batch,
+        "send_batch_batch_cq_produce": send_batch_cq,
+        "pull_batch_batch_cq": pull_batch_cq,
+        "receive_batch_256_ack_batch_cq": receive_batch_256_cq,
         "pull": pull,
         "pull_batch": pull_batch,
         "receive_ack": receive_ack,

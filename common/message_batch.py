@@ -21,7 +21,7 @@ MIN_ENTRY_SIZE = ENTRY_HEAD.size + PROPS_LEN.size
 MAX_PROPERTIES_BYTES = 0xFFFF
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: the broker builds one per message of every batch, frozen __init__ is slower
 class BatchEntry:
     """One decoded message of a batch."""
 
@@ -61,17 +61,38 @@ def _properties(raw: bytes, index: int) -> dict[str, str]:
     except UnicodeDecodeError as exc:
         raise MQError(Code.MESSAGE_CORRUPTED, f"message {index} of the batch: properties are not UTF-8") from exc
     items = text.split(PROPERTY_SEPARATOR)
-    if items[-1]:
+    if items.pop():
         raise MQError(Code.MESSAGE_CORRUPTED, f"message {index} of the batch: properties do not end with \\x02")
-    out: dict[str, str] = {}
-    for item in items[:-1]:
-        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if not sep or name in out:
-            raise MQError(
-                Code.MESSAGE_CORRUPTED, f"message {index} of the batch: malformed or repeated property {name!r}"
-            )
-        out[name] = value
+    try:
+        out = dict([item.split(NAME_VALUE_SEPARATOR, 1) for item in items])
+    except ValueError:  # an item without a separator
+        out = {}
+    if len(out) != len(items):
+        for item in items:
+            name, sep, _ = item.partition(NAME_VALUE_SEPARATOR)
+            if not sep or name in out:
+                break
+        raise MQError(Code.MESSAGE_CORRUPTED, f"message {index} of the batch: malformed or repeated property {name!r}")
     return out
+
+
+def _damage(payload: bytes, pos: int, index: int) -> MQError:
+    """Why the entry at ``pos`` does not frame (the slow path of ``decode_message_batch``)."""
+    end = len(payload)
+    if end - pos < MIN_ENTRY_SIZE:
+        return MQError(Code.MESSAGE_CORRUPTED, f"message {index} of the batch is truncated")
+    total, magic, _, _, body_len = ENTRY_HEAD.unpack_from(payload, pos)
+    if magic != BATCH_MAGIC_CODE:
+        return MQError(Code.MESSAGE_CORRUPTED, f"message {index} of the batch: magic code {magic}, expected 0")
+    if body_len < 0 or total < MIN_ENTRY_SIZE + body_len:
+        return MQError(
+            Code.MESSAGE_CORRUPTED,
+            f"message {index} of the batch: total size {total} cannot hold a body of {body_len} bytes",
+        )
+    return MQError(
+        Code.MESSAGE_CORRUPTED,
+        f"message {index} of the batch is truncated: total size {total}, {end - pos} bytes left",
+    )
 
 
 def decode_message_batch(payload: bytes, expected_count: int, max_count: int) -> list[BatchEntry]:
@@ -80,46 +101,34 @@ def decode_message_batch(payload: bytes, expected_count: int, max_count: int) ->
         raise MQError(Code.MESSAGE_CORRUPTED, f"count is {expected_count}: a batch carries at least one message")
     if expected_count > max_count:
         raise MQError(Code.MESSAGE_CORRUPTED, f"batch has {expected_count} messages, the limit is {max_count}")
+    payload = bytes(payload)  # slices of bytes are one copy each
     entries: list[BatchEntry] = []
     add = entries.append
     unpack = ENTRY_HEAD.unpack_from
+    props_len = PROPS_LEN.unpack_from
     crc32 = zlib.crc32
-    head = ENTRY_HEAD.size
-    pos, end = 0, len(payload)
-    view = memoryview(payload)
+    head, min_size = ENTRY_HEAD.size, MIN_ENTRY_SIZE
+    pos, end, i = 0, len(payload), 0
     while pos < end:
-        i = len(entries)
         if i == expected_count:
             raise MQError(Code.MESSAGE_CORRUPTED, f"messages holds more than count={expected_count} messages")
-        if end - pos < MIN_ENTRY_SIZE:
-            raise MQError(Code.MESSAGE_CORRUPTED, f"message {i} of the batch is truncated")
+        if end - pos < min_size:
+            raise _damage(payload, pos, i)
         total, magic, body_crc, flag, body_len = unpack(payload, pos)
-        if magic != BATCH_MAGIC_CODE:
-            raise MQError(Code.MESSAGE_CORRUPTED, f"message {i} of the batch: magic code {magic}, expected 0")
-        if body_len < 0 or total < MIN_ENTRY_SIZE + body_len:
-            raise MQError(
-                Code.MESSAGE_CORRUPTED,
-                f"message {i} of the batch: total size {total} cannot hold a body of {body_len} bytes",
-            )
-        if pos + total > end:
-            raise MQError(
-                Code.MESSAGE_CORRUPTED,
-                f"message {i} of the batch is truncated: total size {total}, {end - pos} bytes left",
-            )
-        b0 = pos + head
-        b1 = b0 + body_len
-        body = bytes(view[b0:b1])
+        nxt = pos + total
+        if magic or body_len < 0 or total < min_size + body_len or nxt > end:
+            raise _damage(payload, pos, i)
+        b1 = pos + head + body_len
+        body = payload[pos + head : b1]
         if crc32(body) != body_crc:
             raise MQError(Code.MESSAGE_CORRUPTED, f"message {i} of the batch: body CRC mismatch")
-        (props_len,) = PROPS_LEN.unpack_from(payload, b1)
-        if MIN_ENTRY_SIZE + body_len + props_len != total:
-            raise MQError(
-                Code.MESSAGE_CORRUPTED, f"message {i} of the batch: properties length {props_len} does not fit"
-            )
-        p0 = b1 + PROPS_LEN.size
-        raw = bytes(view[p0 : p0 + props_len])
+        (plen,) = props_len(payload, b1)
+        if min_size + body_len + plen != total:
+            raise MQError(Code.MESSAGE_CORRUPTED, f"message {i} of the batch: properties length {plen} does not fit")
+        raw = payload[b1 + PROPS_LEN.size : nxt]
         add(BatchEntry(flag, body, _properties(raw, i), raw))
-        pos += total
-    if len(entries) != expected_count:
-        raise MQError(Code.MESSAGE_CORRUPTED, f"messages holds {len(entries)} messages, count says {expected_count}")
+        pos = nxt
+        i += 1
+    if i != expected_count:
+        raise MQError(Code.MESSAGE_CORRUPTED, f"messages holds {i} messages, count says {expected_count}")
     return entries

@@ -406,7 +406,8 @@ class DefaultMessageStore:
             end_offset = self.commitlog.max_offset
             written = batch.written
             n_written = len(written) - len(batch.refused)
-            self.stats.put_messages += n_written
+            # messages, not records: an inner batch is one record of many
+            self.stats.put_messages += sum(len(entries) for _, entries in batch.cq.values())
             self.stats.put_bytes += batch.written_bytes
             if index_enabled and batch.keyed:
                 # Built under the lock so the index sees appends in order.

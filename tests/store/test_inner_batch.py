@@ -67,6 +67,7 @@ def test_batch_takes_one_record_and_one_offset_per_message(store_factory: StoreF
     store = store_factory()
     expected = fill(store)
     assert store.get_max_offset_in_queue("T", 0) == 16
+    assert store.stats.put_messages == 16  # the broker's TPS line counts messages, not records
     records = [info for info in store.commitlog.scan(0) if info.status is codec.ScanStatus.OK]
     assert len(records) == 4  # three batches and one single message
     got = store.get_message("g", "T", 0, 0, 100)

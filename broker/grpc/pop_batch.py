@@ -16,6 +16,7 @@ from broker import access
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.hookspecs import Action
+from broker.pop.receipt import encode_handles
 from broker.pop.service import Popped, PopService
 from common.errors import Code, MQError
 from common.proto import pop_pb2, pop_pb2_grpc
@@ -106,7 +107,18 @@ class PopServicer(pop_pb2_grpc.PopServicer):
             status=_status(Code.OK),
             count=len(popped),
             records=parts[0][1] if len(parts) == 1 else b"".join(part for _, part in parts),
-            receipt_handles=[p.delivery.encoded_handle() for p in popped],
+            receipt_handles=_handles(popped),
             delivery_attempts=[p.delivery.flight.attempts for p in popped],
             invisible_ms=popped[0].delivery.flight.invisible_ms,
         )
+
+
+def _handles(popped: list[Popped]) -> list[str]:
+    """The receipt handles of one pop's deliveries (one group and topic), encoded together."""
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    add = rows.append
+    for p in popped:
+        key, f = p.delivery
+        add((key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms))
+    group, topic, _ = popped[0].delivery.key
+    return encode_handles(group, topic, rows)

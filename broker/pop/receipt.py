@@ -1,24 +1,31 @@
 """Receipt handles: the opaque string a consumer echoes in Ack/ChangeInvisibleDuration/ForwardToDLQ.
 
 It names the message (group, topic, queue, offset, commitlog offset) and the delivery it came from (a sequence).
+Text: ``OMQ2.`` + base64 of a 51-byte header + base64 of the group and topic names.
 """
 
 from __future__ import annotations
 
 import binascii
 import struct
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
 from common.errors import Code, MQError
 
-HANDLE_VERSION = 1
-_PREFIX = "OMQ1."
-# version, queue_id, queue_offset, commitlog_offset, seq, pop_time_ms, invisible_ms, len(group), len(topic)
-_HEADER = struct.Struct(">BiqqqqqHH")
+HANDLE_VERSION = 2
+_PREFIX = "OMQ2."
+# version, queue_id, queue_offset, commitlog_offset, seq, pop_time_ms, invisible_ms, len(group), len(topic), 2 pad
+# bytes: 51 bytes, a multiple of 3, so the header is exactly 68 base64 characters and the base64 of the names
+# that follow is the same for every handle of a group and topic (cached on encode, compared whole on ack).
+_HEADER = struct.Struct(">BiqqqqqHHxx")
+_HEADER_CHARS = _HEADER.size // 3 * 4
 MAX_HANDLE_LENGTH = 4096
-# base64url (RFC 4648 §5) through binascii, as base64.urlsafe_b64encode/decode do, minus their per-call wrapping
-_TO_URLSAFE = str.maketrans("+/", "-_")
+# Version 1 (before 2026-11-23): urlsafe base64 of a 49-byte header and the names. Still decoded, so that
+# handles held by consumers across a broker upgrade can be acked.
+_V1_PREFIX = "OMQ1."
+_V1_HEADER = struct.Struct(">BiqqqqqHH")
 _FROM_URLSAFE = str.maketrans("-_", "+/")
 
 
@@ -57,17 +64,40 @@ def encode_handle(
     raw = _HEADER.pack(
         HANDLE_VERSION, queue_id, queue_offset, commitlog_offset, seq, pop_time_ms, invisible_ms, glen, tlen
     )
-    return _PREFIX + binascii.b2a_base64(raw + names, newline=False).decode("ascii").translate(_TO_URLSAFE).rstrip("=")
+    return _PREFIX + binascii.b2a_base64(raw, newline=False).decode("ascii") + names
+
+
+def encode_handles(group: str, topic: str, rows: Sequence[tuple[int, int, int, int, int, int]]) -> list[str]:
+    """The handles of one pop's deliveries: ``rows`` of (queue_id, queue_offset, commitlog_offset, seq, pop_time_ms,
+    invisible_ms), all for ``group`` and ``topic``; one base64 call for all (what ``encode_handle`` gives each)."""
+    names, glen, tlen = _names(group, topic)
+    pack = _HEADER.pack
+    version = HANDLE_VERSION
+    text = binascii.b2a_base64(b"".join([pack(version, *row, glen, tlen) for row in rows]), newline=False)
+    chars = text.decode("ascii")
+    step, prefix = _HEADER_CHARS, _PREFIX
+    return [prefix + chars[i : i + step] + names for i in range(0, len(chars), step)]
 
 
 @lru_cache(maxsize=1024)
-def _names(group: str, topic: str) -> tuple[bytes, int, int]:
+def _names(group: str, topic: str) -> tuple[str, int, int]:
+    """The base64 of the names part of a handle, and the names' lengths in bytes."""
     g, t = group.encode("utf-8"), topic.encode("utf-8")
-    return g + t, len(g), len(t)
+    return binascii.b2a_base64(g + t, newline=False).decode("ascii"), len(g), len(t)
 
 
 def _invalid(why: str) -> MQError:
     return MQError(Code.INVALID_RECEIPT_HANDLE, f"receipt_handle is not a handle issued by this broker: {why}")
+
+
+def check_scope(handle: ReceiptHandle, group: str, topic: str) -> None:
+    """A handle is only valid for the group and topic it was issued for."""
+    if handle.group != group or handle.topic != topic:
+        raise MQError(
+            Code.INVALID_RECEIPT_HANDLE,
+            f"receipt handle was issued for group {handle.group!r} topic {handle.topic!r}, "
+            f"not group {group!r} topic {topic!r}",
+        )
 
 
 def decode(text: str) -> ReceiptHandle:
@@ -76,25 +106,75 @@ def decode(text: str) -> ReceiptHandle:
         raise _invalid("empty")
     if len(text) > MAX_HANDLE_LENGTH:
         raise _invalid(f"longer than {MAX_HANDLE_LENGTH} characters")
-    if not text.startswith(_PREFIX):
+    if text.startswith(_PREFIX):
+        body, header, version_wanted = text[len(_PREFIX) :], _HEADER, HANDLE_VERSION
+    elif text.startswith(_V1_PREFIX):
+        body, header, version_wanted = text[len(_V1_PREFIX) :].translate(_FROM_URLSAFE), _V1_HEADER, 1
+        body += "=" * (-len(body) % 4)
+    else:
         raise _invalid(f"missing the {_PREFIX!r} prefix")
-    body = text[len(_PREFIX) :]
     try:
-        raw = binascii.a2b_base64(body.translate(_FROM_URLSAFE) + "=" * (-len(body) % 4))
+        raw = binascii.a2b_base64(body, strict_mode=True)
     except (binascii.Error, ValueError) as exc:  # ValueError: not ASCII
-        raise _invalid("not base64url") from exc
-    if len(raw) < _HEADER.size:
+        raise _invalid("not base64") from exc
+    if len(raw) < header.size:
         raise _invalid("too short")
-    version, queue_id, queue_offset, cl_offset, seq, pop_time, invisible, glen, tlen = _HEADER.unpack_from(raw)
-    if version != HANDLE_VERSION:
+    version, queue_id, queue_offset, cl_offset, seq, pop_time, invisible, glen, tlen = header.unpack_from(raw)
+    if version != version_wanted:
         raise _invalid(f"unknown version {version}")
-    if len(raw) != _HEADER.size + glen + tlen:
+    if len(raw) != header.size + glen + tlen:
         raise _invalid("length mismatch")
     try:
-        group = raw[_HEADER.size : _HEADER.size + glen].decode("utf-8")
-        topic = raw[_HEADER.size + glen :].decode("utf-8")
+        group = raw[header.size : header.size + glen].decode("utf-8")
+        topic = raw[header.size + glen :].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _invalid("names are not UTF-8") from exc
     if not group or not topic or queue_id < 0 or queue_offset < 0 or cl_offset < 0 or seq < 0:
         raise _invalid("field out of range")
     return ReceiptHandle(group, topic, queue_id, queue_offset, cl_offset, seq, pop_time, invisible)
+
+
+def decode_for(texts: Sequence[str], group: str, topic: str) -> list[ReceiptHandle | MQError]:
+    """``decode`` + ``check_scope`` of each handle of an ack for ``group`` and ``topic``, in order: the handle, or
+    why it is refused. The handles issued for them (all of them, normally) are decoded with one base64 call."""
+    names, glen, tlen = _names(group, topic)
+    head = len(_PREFIX)
+    tail = head + _HEADER_CHARS
+    size = tail + len(names)
+    out: list[ReceiptHandle | MQError] = []
+    chosen: list[int] = []  # issued for this group and topic by their look; the others take the slow path
+    for i, text in enumerate(texts):
+        if len(text) == size and text.startswith(_PREFIX) and text.endswith(names):
+            chosen.append(i)
+            out.append(_PLACEHOLDER)
+        else:
+            out.append(_slow(text, group, topic))
+    if not chosen:
+        return out
+    try:
+        raw = binascii.a2b_base64("".join([texts[i][head:tail] for i in chosen]), strict_mode=True)
+    except (binascii.Error, ValueError):  # one of them is damaged: find which, one by one
+        raw = b""
+    if len(raw) != _HEADER.size * len(chosen):  # (padding inside one of them shortens the rest)
+        for i in chosen:
+            out[i] = _slow(texts[i], group, topic)
+        return out
+    for i, fields in zip(chosen, _HEADER.iter_unpack(raw), strict=True):
+        version, queue_id, queue_offset, cl_offset, seq, pop_time, invisible, g, t = fields
+        if version != HANDLE_VERSION or g != glen or t != tlen or min(queue_id, queue_offset, cl_offset, seq) < 0:
+            out[i] = _slow(texts[i], group, topic)
+        else:
+            out[i] = ReceiptHandle(group, topic, queue_id, queue_offset, cl_offset, seq, pop_time, invisible)
+    return out
+
+
+_PLACEHOLDER = _invalid("not decoded")
+
+
+def _slow(text: str, group: str, topic: str) -> ReceiptHandle | MQError:
+    try:
+        handle = decode(text)
+        check_scope(handle, group, topic)
+    except MQError as exc:
+        return exc
+    return handle

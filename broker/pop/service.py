@@ -21,7 +21,7 @@ from broker.grpc.convert import to_v2_message
 from broker.pop.config import PopConfig, PopInitMode, pop_config_from
 from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter, dlq_topic
 from broker.pop.journal import PopJournal
-from broker.pop.receipt import ReceiptHandle, decode
+from broker.pop.receipt import ReceiptHandle, check_scope, decode, decode_for
 from broker.pop.state import Delivery, InFlight, PopState, QueueKey
 from broker.store.message import MessageExt
 from broker.store.results import GetMessageStatus, MessageFilter
@@ -206,12 +206,7 @@ class PopService:
         return renewed
 
     def _check_handle_scope(self, handle: ReceiptHandle, group: str, topic: str) -> None:
-        if handle.group != group or handle.topic != topic:
-            raise MQError(
-                Code.INVALID_RECEIPT_HANDLE,
-                f"receipt handle was issued for group {handle.group!r} topic {handle.topic!r}, "
-                f"not group {group!r} topic {topic!r}",
-            )
+        check_scope(handle, group, topic)
 
     # ------------------------------------------------------------------ ReceiveMessage
     def _validate(
@@ -673,9 +668,12 @@ class PopService:
         by_queue: dict[QueueKey, list[int]] = {}
         seen: set[tuple[QueueKey, int]] = set()
         fifo_queues: set[QueueKey] = set()
-        for i, text in enumerate(handles):
+        for i, handle in enumerate(decode_for(handles, group, topic)):
+            if isinstance(handle, MQError):
+                failures[i] = handle
+                continue
             try:
-                key, offset, fifo = self._check_ack(group, topic, text, seen)
+                key, offset, fifo = self._check_ack(handle, seen)
             except MQError as exc:
                 failures[i] = exc
                 continue
@@ -691,19 +689,15 @@ class PopService:
             self._visibility_changed(key)  # FIFO: the next message of these groups may go now
         return failures
 
-    def _check_ack(
-        self, group: str, topic: str, receipt_handle: str, pending: set[tuple[QueueKey, int]]
-    ) -> tuple[QueueKey, int, bool]:
-        """The queue and offset a handle acks, refused if invalid or already acked earlier in the same request."""
-        handle = decode(receipt_handle)
-        self._check_handle_scope(handle, group, topic)
+    def _check_ack(self, handle: ReceiptHandle, pending: set[tuple[QueueKey, int]]) -> tuple[QueueKey, int, bool]:
+        """The queue and offset a handle acks, refused if not in flight or already acked earlier in the request."""
         _, flight = self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
         if (key, handle.queue_offset) in pending:
             raise MQError(
                 Code.INVALID_RECEIPT_HANDLE,
-                f"receipt handle of {topic} queue {handle.queue_id} offset {handle.queue_offset} is acked twice in "
-                "this request",
+                f"receipt handle of {handle.topic} queue {handle.queue_id} offset {handle.queue_offset} is acked "
+                "twice in this request",
             )
         return key, handle.queue_offset, bool(flight.message_group)
 

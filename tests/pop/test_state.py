@@ -113,3 +113,22 @@ def test_pop_records_hoist_shared_fields_and_replay_either_form():
         replayed.apply(rec)
     assert replayed.to_snapshot() == st.to_snapshot()
     assert replayed.queues[KEY].inflight[1].message_group == "G"
+
+
+def test_acked_flights_leave_no_timeline_behind():
+    """Acks leave their timeline entries until due; with long invisible times they must not pile up."""
+    from broker.pop.state import TIMELINE_SLACK
+
+    st = PopState()
+    st.init_queue(KEY, 0)
+    qs = st.queue(KEY)
+    assert qs is not None
+    n = 3 * TIMELINE_SLACK
+    for start in range(0, n, 256):
+        st.pop(KEY, [flight(st, o, now=0, inv=43_200_000) for o in range(start, start + 256)], start + 256)
+        st.ack_many(KEY, list(range(start, start + 250)))  # 6 of each batch stay in flight
+    live = {o for o in range(n) if o % 256 >= 250}
+    assert set(qs.inflight) == live
+    assert len(qs._timeline) <= 2 * len(live) + TIMELINE_SLACK
+    # what is still in flight comes back when due, each once, and nothing acked does
+    assert sorted(f.offset for f in qs.visible(43_200_000)) == sorted(live)

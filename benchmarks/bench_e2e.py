@@ -461,11 +461,13 @@ async def bench_latency(
         wall0 = time.time_ns()
         ticks = int(seconds * 1000 / tick_ms)
         calls: list[asyncio.Future[Any]] = []
+        lags: list[float] = []  # how late the sender's loop got to each tick: the client's own share of the tail
         for k in range(ticks):
             target = t0 + k * tick_ms / 1000
             delay = target - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
+            lags.append((time.perf_counter() - target) * 1000)
             # Stamp the scheduled send time, so a sender falling behind shows up as latency (no coordinated omission).
             body = (wall0 + int(k * tick_ms * 1e6)).to_bytes(8, "big") + pad
             if sender == "send_batch":
@@ -496,6 +498,8 @@ async def bench_latency(
         "latency_ms_p50": round(pct(latencies, 50), 3),
         "latency_ms_p99": round(pct(latencies, 99), 3),
         "latency_ms_max": round(max(latencies), 3) if latencies else None,
+        "send_lag_ms_p50": round(pct(lags, 50), 3),
+        "send_lag_ms_p99": round(pct(lags, 99), 3),
     }
 
 

@@ -6,6 +6,7 @@ Each message: total size (4), magic code 0 (4), body CRC32 (4), flag (4), body l
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Iterable
@@ -132,3 +133,48 @@ def decode_message_batch(payload: bytes, expected_count: int, max_count: int) ->
     if i != expected_count:
         raise MQError(Code.MESSAGE_CORRUPTED, f"messages holds {i} messages, count says {expected_count}")
     return entries
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedBatch:
+    """What ``scan_message_batch`` found: each message's tag (None without one) and the bodies' total size."""
+
+    tags: list[bytes | None]
+    body_bytes: int
+
+
+def scan_message_batch(
+    payload: bytes, expected_count: int, max_count: int, max_body: int, plain: re.Pattern[bytes]
+) -> ScannedBatch | None:
+    """The fast check of a batch whose messages all have properties of a plain shape (``plain`` matches them whole
+    and captures the tag): framing, count, body CRC, body size 1..``max_body``, properties. None as soon as
+    anything differs; ``decode_message_batch`` and the full checks then say what (or accept it)."""
+    if not 0 < expected_count <= max_count:
+        return None
+    tags: list[bytes | None] = []
+    add = tags.append
+    unpack = ENTRY_HEAD.unpack_from
+    props_len = PROPS_LEN.unpack_from
+    crc32 = zlib.crc32
+    fullmatch = plain.fullmatch
+    head, min_size = ENTRY_HEAD.size, MIN_ENTRY_SIZE
+    pos, end, body_bytes = 0, len(payload), 0
+    while pos < end:
+        if end - pos < min_size:
+            return None
+        total, magic, body_crc, _, body_len = unpack(payload, pos)
+        nxt = pos + total
+        if magic or not 0 < body_len <= max_body or total < min_size + body_len or nxt > end:
+            return None
+        b1 = pos + head + body_len
+        if crc32(payload[pos + head : b1]) != body_crc or min_size + body_len + props_len(payload, b1)[0] != total:
+            return None
+        match = fullmatch(payload, b1 + 2, nxt)
+        if match is None:
+            return None
+        add(match.group(1) or match.group(2))
+        body_bytes += body_len
+        pos = nxt
+    if len(tags) != expected_count:
+        return None
+    return ScannedBatch(tags, body_bytes)

@@ -24,10 +24,17 @@ from broker.store.results import PutMessageResult, PutResults
 from common import message_const as mc
 from common.errors import Code, MQError
 from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
-from common.message_batch import BatchEntry, decode_message_batch, encode_message_batch
+from common.message_batch import (
+    BatchEntry,
+    ScannedBatch,
+    decode_message_batch,
+    encode_message_batch,
+    scan_message_batch,
+)
 from common.proto import produce_pb2, produce_pb2_grpc
 from common.route import CQType, PermName, TopicConfig, TopicMessageType
 from common.validation import (
+    PLAIN_BATCH_PROPERTIES,
     MessageKind,
     check_message_type,
     validate_body,
@@ -41,6 +48,19 @@ from common.validation import (
 # What a batch message may carry besides user properties; everything else reserved is refused by the user check.
 _TAGS, _KEYS, _UNIQ = mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _SYSTEM_ALLOWED = frozenset({_TAGS, _KEYS, _UNIQ})
+
+
+def _tags_codes(tags: list[bytes | None]) -> list[int]:
+    """Tag hash codes of a scanned batch; a batch mostly repeats a few tags, each hashed once."""
+    known: dict[bytes | None, int] = {None: 0}
+    out: list[int] = []
+    add = out.append
+    for tag in tags:
+        code = known.get(tag)
+        if code is None:
+            code = known[tag] = tags_hash_code(tag.decode("ascii")) if tag is not None else 0
+        add(code)
+    return out
 
 
 def _status(code: int, message: str = "") -> produce_pb2.Status:
@@ -103,8 +123,15 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
             topic = request.topic
             access.check(self.ctx.plugins, context, "SendBatch", access.topic(topic, Action.PUB))
             validate_topic(topic)
-            entries = decode_message_batch(request.messages, request.count, MAX_SEND_BATCH_MESSAGES)
             max_body = self.ctx.config.maxMessageSize
+            fast = self._scan_for_batch_cq(request, max_body)
+            if fast is not None:
+                tc = self._topic(topic)
+                queue_id = self._queue_for(tc, request.queue_id)
+                born = request.born_timestamp_ms or int(time.time() * 1000)
+                codes = _tags_codes(fast.tags)
+                return await self._put_inner_batch(topic, queue_id, request.messages, codes, born, _peer(context))
+            entries = decode_message_batch(request.messages, request.count, MAX_SEND_BATCH_MESSAGES)
             total = 0
             for i, entry in enumerate(entries):
                 validate_batch_message(entry, i, max_body)
@@ -118,6 +145,21 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
             return await self._store(request, tc, queue_id, entries, _peer(context))
 
         return await guarded("SendBatch", produce_pb2.SendBatchResponse, run, _status)
+
+    def _scan_for_batch_cq(self, request: produce_pb2.SendBatchRequest, max_body: int) -> ScannedBatch | None:
+        """The fast check of a batch for an existing BatchCQ topic when every message is plain (an id, maybe a
+        tag: ``PLAIN_BATCH_PROPERTIES``) and no store hook may look at the messages: no per-message objects. None
+        sends the batch through the full decode and checks, which name what is wrong."""
+        tc = self.ctx.topics.get(request.topic)  # only a topic that exists: auto-created ones are SimpleCQ
+        plugins = self.ctx.plugins
+        if tc is None or tc.cq_type is not CQType.BATCH or plugins.has_before_store or plugins.has_after_store:
+            return None
+        scanned = scan_message_batch(
+            request.messages, request.count, MAX_SEND_BATCH_MESSAGES, max_body, PLAIN_BATCH_PROPERTIES
+        )
+        if scanned is None or scanned.body_bytes > MAX_BATCH_SIZE:
+            return None
+        return scanned
 
     async def _store(
         self,
@@ -167,7 +209,6 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         born_host: tuple[str, int],
     ) -> produce_pb2.SendBatchResponse:
         """A BatchCQ topic: the batch as one inner-batch record (RocketMQ 5), its messages at consecutive offsets."""
-        store_host = self.ctx.store_host
         plugins = self.ctx.plugins
         payload = request.messages
         if plugins.has_before_store or plugins.has_after_store:
@@ -183,6 +224,30 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
                 # A plugin may have changed the messages: store what it left.
                 entries = [BatchEntry(m.flag, m.body, m.properties) for m in inners]
                 payload = encode_message_batch(entries)
+        codes = [tags_hash_code(e.properties.get(_TAGS)) for e in entries]
+        if not plugins.has_after_store:
+            return await self._put_inner_batch(topic, queue_id, payload, codes, born, born_host)
+        results: list[PutMessageResult] = []
+        response = await self._put_inner_batch(topic, queue_id, payload, codes, born, born_host, results)
+        result = results[0]
+        stored = result.append_result
+        for i, inner in enumerate(inners):
+            share = result
+            if stored is not None:
+                share = replace(result, append_result=replace(stored, logics_offset=stored.logics_offset + i))
+            plugins.after_store(inner, share)
+        return response
+
+    async def _put_inner_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        payload: bytes,
+        tags_codes: list[int],
+        born: int,
+        born_host: tuple[str, int],
+        results_out: list[PutMessageResult] | None = None,
+    ) -> produce_pb2.SendBatchResponse:
         max_size = self.ctx.config.maxMessageSize
         if len(payload) > max_size:
             raise MQError(
@@ -194,23 +259,17 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
             topic,
             queue_id,
             payload,
-            [tags_hash_code(e.properties.get(_TAGS)) for e in entries],
+            tags_codes,
             born_timestamp=born,
             born_host=born_host,
-            store_host=store_host,
+            store_host=self.ctx.store_host,
         )
         results = await self.ctx.store.put_messages_aio([record])
-        result = results[0]
-        if plugins.has_after_store:
-            stored = result.append_result
-            for i, inner in enumerate(inners):
-                share = result
-                if stored is not None:
-                    share = replace(result, append_result=replace(stored, logics_offset=stored.logics_offset + i))
-                plugins.after_store(inner, share)
+        if results_out is not None:
+            results_out.extend(results)
         response = self._answer(queue_id, results)
         if response.commitlog_offsets:  # every message of the batch lives in the one record
-            response.commitlog_offsets.extend([response.commitlog_offsets[0]] * (len(entries) - 1))
+            response.commitlog_offsets.extend([response.commitlog_offsets[0]] * (len(tags_codes) - 1))
         return response
 
     @staticmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from common.record import (
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
+    OFF_SYS_FLAG,
     PROPS_LEN,
     TOPIC_LEN,
     TRAILER,
@@ -484,22 +486,54 @@ def unwrap(outer: MessageExt) -> list[MessageExt]:
     ]
 
 
+_RAW_HEAD = struct.Struct(">iIIiiq")  # the header fields up to the queue offset; the rest is the batch's
+_RAW_HEAD_END = _RAW_HEAD.size  # 28: physical offset onwards, up to the body length, is the batch record's
+_BODY_LEN = struct.Struct(">i")
+
+
 def unwrap_raw(record: bytes) -> list[bytes]:
     """The messages of the inner-batch ``record`` as records of their own (what ``unwrap`` decodes), for the
     paths that answer with stored records (batched pull and receive)."""
-    h = list(HEADER.unpack_from(record, 0))
+    h = HEADER.unpack_from(record, 0)
     body_len = h[16]
     p = HEADER_SIZE + body_len
-    tlen = record[p]
-    topic_prefix = record[p : p + TOPIC_LEN.size + tlen]
-    base = h[5]
-    h[1] = MESSAGE_MAGIC_CODE
-    h[7] &= ~_INNER_FLAGS
-    pack, crc32, plen = HEADER.pack, zlib.crc32, PROPS_LEN.pack
-    fixed = HEADER_SIZE + len(topic_prefix) + PROPS_LEN.size + TRAILER.size
+    topic_tail = record[p : p + TOPIC_LEN.size + record[p]]
+    # physical offset .. prepared transaction offset: the batch's, with the two batch bits out of the sys flag
+    middle = bytearray(record[_RAW_HEAD_END : HEADER_SIZE - _BODY_LEN.size])
+    sys_flag_at = OFF_SYS_FLAG - _RAW_HEAD_END
+    middle[sys_flag_at : sys_flag_at + 4] = (h[7] & ~_INNER_FLAGS).to_bytes(4, "big", signed=True)
+    fixed = bytes(middle)
+    queue_id, queue_offset = h[3], h[5]
+    head_pack, len_pack, props_len, crc32 = _RAW_HEAD.pack, _BODY_LEN.pack, PROPS_LEN.pack, zlib.crc32
+    unpack = INNER_HEAD.unpack_from
+    join, magic = b"".join, MESSAGE_MAGIC_CODE
+    overhead = HEADER_SIZE + len(topic_tail) + PROPS_LEN.size + TRAILER.size
     out: list[bytes] = []
-    for i, (flag, crc, body, raw) in enumerate(_inner_entries(record[HEADER_SIZE : HEADER_SIZE + body_len])):
-        h[0], h[2], h[4], h[5], h[16] = fixed + len(body) + len(raw), crc, flag, base + i, len(body)
-        rec = pack(*h) + body + topic_prefix + plen(len(raw)) + raw
-        out.append(rec + crc32(rec).to_bytes(4, "big"))
+    add = out.append
+    pos, end = HEADER_SIZE, HEADER_SIZE + body_len
+    entry_head, plen_size = INNER_HEAD.size, INNER_PROPS_LEN.size
+    while pos < end:
+        if end - pos < INNER_MIN_SIZE:
+            raise RecordError(f"inner batch: {end - pos} trailing bytes at {pos}")
+        total, _, crc, flag, inner_len = unpack(record, pos)
+        b0 = pos + entry_head
+        b1 = b0 + inner_len
+        nxt = pos + total
+        if inner_len < 0 or total < INNER_MIN_SIZE + inner_len or nxt > end:
+            raise RecordError(f"inner batch: message at {pos} of {total} bytes does not fit")
+        plen = nxt - b1 - plen_size
+        one = join(
+            (
+                head_pack(overhead + inner_len + plen, magic, crc, queue_id, flag, queue_offset),
+                fixed,
+                len_pack(inner_len),
+                record[b0:b1],
+                topic_tail,
+                props_len(plen),
+                record[b1 + plen_size : nxt],
+            )
+        )
+        add(one + crc32(one).to_bytes(4, "big"))
+        queue_offset += 1
+        pos = nxt
     return out

@@ -139,7 +139,7 @@ class DefaultMessageStore:
         self._index_end = 0  # end of the last record the index thread finished
         # The last inner batch read, unwrapped: its messages are read one by one (a pop answers per flight).
         self._inner_cache: tuple[int, list[MessageExt]] | None = None
-        self._inner_raw_cache: tuple[int, list[bytes]] | None = None
+        self._inner_raw_cache: tuple[int, int, list[bytes]] | None = None  # commitlog offset, base, records
         self._index_enqueued = 0
         self._index_done = 0
         self._pending_aio: dict[asyncio.AbstractEventLoop, list[_PendingPut]] = {}  # puts of this loop turn
@@ -818,10 +818,17 @@ class DefaultMessageStore:
             if not any(chunk[spans[k][1] - start + flag_at] & INNER_BATCH_FLAG for k in range(i, j)):
                 parts.append((j - i, chunk))
             else:
-                for k in range(i, j):
-                    phys, size = spans[k][1], spans[k][2]
-                    record = chunk[phys - start : phys - start + size]
-                    parts.append((1, self._unwrapped_raw(spans[k][0], phys, record)))
+                k = i
+                while k < j:
+                    phys = spans[k][1]
+                    record = chunk[phys - start : phys - start + spans[k][2]]
+                    m = k + 1
+                    while m < j and spans[m][1] == phys:  # the messages of an inner batch share its record
+                        m += 1
+                    parts.append(
+                        (m - k, b"".join([self._unwrapped_raw(spans[x][0], phys, record) for x in range(k, m)]))
+                    )
+                    k = m
             i = j
         return parts, gone
 
@@ -838,19 +845,20 @@ class DefaultMessageStore:
     def _unwrapped_raw(self, queue_offset: int, phys: int, record: bytes) -> bytes:
         """``record`` itself, or for an inner batch its message at ``queue_offset`` as a record of its own. The
         last batch unwrapped is kept: a batch is read message by message."""
-        if not record[OFF_SYS_FLAG + 3] & INNER_BATCH_FLAG:
-            return record
         cached = self._inner_raw_cache
         if cached is not None and cached[0] == phys:
-            messages = cached[1]
+            base, messages = cached[1], cached[2]
+        elif not record[OFF_SYS_FLAG + 3] & INNER_BATCH_FLAG:
+            return record
         else:
             try:
                 messages = codec.unwrap_raw(record)
             except codec.RecordError as exc:  # our bug (check_record logged it): serve the record as stored
                 log.error("inner batch unreadable", extra={"commitlog_offset": phys, "error": str(exc)})
                 return record
-            self._inner_raw_cache = (phys, messages)
-        i = queue_offset - _queue_offset(record)
+            base = _queue_offset(record)
+            self._inner_raw_cache = (phys, base, messages)
+        i = queue_offset - base
         return messages[i] if 0 <= i < len(messages) else record
 
     def read_message(self, phys: int, size: int | None, queue_offset: int | None = None) -> MessageExt | None:

@@ -11,11 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rocketmq.grpc_protocol import definition_pb2
 
+from broker.grpc.produce import validate_batch_message
 from common.errors import MQError
-from common.message_batch import BatchEntry, decode_message_batch, encode_message_batch
+from common.message_batch import BatchEntry, decode_message_batch, encode_message_batch, scan_message_batch
 from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
 from common.proto import admin_pb2, admin_pb2_grpc, consume_pb2, consume_pb2_grpc, produce_pb2, produce_pb2_grpc
 from common.record import iter_records
+from common.validation import PLAIN_BATCH_PROPERTIES
 
 Code = definition_pb2.Code
 
@@ -56,6 +58,39 @@ def test_message_batch_round_trip(items: list[tuple[int, bytes, dict[str, str]]]
     if not entries:
         return
     assert decode_message_batch(encode_message_batch(entries), len(entries), 10_000) == entries
+
+
+_plain = st.fixed_dictionaries(
+    {UNIQ: st.text(alphabet="AZaz09-_ \x03|", min_size=0, max_size=6)},
+    optional={"TAGS": st.text(alphabet="ab|} \x01\x7f", min_size=0, max_size=4), "KEYS": st.just("k")},
+)
+
+
+@given(st.lists(st.tuples(st.binary(max_size=20), _plain), min_size=1, max_size=6), st.integers(0, 3))
+@settings(max_examples=300, deadline=None)
+def test_plain_batch_scan_accepts_only_what_the_full_checks_accept(items, damage) -> None:
+    """``scan_message_batch`` (BatchCQ's fast path) says yes only to batches the full decode and checks accept,
+    with the same tags; what it refuses goes through them."""
+    entries = [BatchEntry(0, body, props) for body, props in items]
+    payload = encode_message_batch(entries)
+    if damage == 1:
+        payload = payload[:-1]
+    elif damage == 2:
+        payload = payload[:9] + bytes([payload[9] ^ 1]) + payload[10:]  # the first message's body CRC
+    scanned = scan_message_batch(payload, len(entries), 1024, 8, PLAIN_BATCH_PROPERTIES)
+    if scanned is None:
+        return
+    decoded = decode_message_batch(payload, len(entries), 1024)
+    for i, entry in enumerate(decoded):
+        validate_batch_message(entry, i, 8)
+    assert [t.decode() if t is not None else None for t in scanned.tags] == [e.properties.get("TAGS") for e in decoded]
+    assert scanned.body_bytes == sum(len(e.body) for e in decoded)
+
+
+def test_plain_batch_scan_takes_plain_batches() -> None:
+    plain = [BatchEntry(0, b"x", {UNIQ: f"ID{i}", **({"TAGS": "TagA"} if i % 2 else {})}) for i in range(5)]
+    scanned = scan_message_batch(encode_message_batch(plain), 5, 1024, 100, PLAIN_BATCH_PROPERTIES)
+    assert scanned is not None and scanned.tags == [None, b"TagA", None, b"TagA", None] and scanned.body_bytes == 5
 
 
 def test_damaged_batches_are_refused_naming_the_message() -> None:
@@ -113,10 +148,20 @@ def test_send_batch_stores_one_contiguous_run_with_properties(broker_factory):
 
 
 @pytest.mark.timeout(120)
-def test_bad_batches_get_their_code_and_store_nothing(broker_factory):
+@pytest.mark.parametrize("queue_type", ["SimpleCQ", "BatchCQ"])
+def test_bad_batches_get_their_code_and_store_nothing(broker_factory, queue_type):
     broker = broker_factory.broker(options={"defaultTopicQueueNums": "1", "maxMessageSize": "8192"})
     with grpc.insecure_channel(broker.addr) as ch:
         stub = produce_pb2_grpc.ProduceStub(ch)
+        if queue_type == "BatchCQ":  # the fast check of plain batches must refuse exactly what the full one does
+            cfg = admin_pb2.TopicConfig(
+                topic_name="BadBatchT", read_queue_nums=1, write_queue_nums=1, attributes={"queue.type": queue_type}
+            )
+            admin = admin_pb2_grpc.AdminStub(ch)
+            assert (
+                admin.CreateOrUpdateTopic(admin_pb2.CreateOrUpdateTopicRequest(config=cfg), timeout=10).status.code
+                == Code.OK
+            )
         assert _send(stub, "BadBatchT", [_entry(0)]).status.code == Code.OK
         ok = _entry(1)
         cases = [

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -793,12 +794,13 @@ class DefaultMessageStore:
         parts: list[tuple[int, bytes]] = []
         gone: list[int] = []
         read_raw = self.commitlog.read_raw
+        physs = [s[1] for s in spans]
         i, n = 0, len(spans)
         while i < n:
-            start = spans[i][1]
+            start = physs[i]
             end, j, prev = start + spans[i][2], i + 1, start
             while j < n:
-                phys = spans[j][1]
+                phys = physs[j]
                 if phys == end:
                     end += spans[j][2]
                 elif phys != prev:  # not adjacent, nor the next message of the same inner batch
@@ -814,8 +816,9 @@ class DefaultMessageStore:
                     gone.append(i)
                 i = j
                 continue
-            flag_at = OFF_SYS_FLAG + 3  # the sys flag's low byte holds INNER_BATCH_FLAG
-            if not any(chunk[spans[k][1] - start + flag_at] & INNER_BATCH_FLAG for k in range(i, j)):
+            # The sys flags' low bytes, picked in C: INNER_BATCH_FLAG is their high bit, so a batch makes one >= 0x80.
+            at = [p - start + _FLAG_BYTE for p in physs[i:j]]
+            if max(itemgetter(*at)(chunk) if len(at) > 1 else (chunk[at[0]],)) < INNER_BATCH_FLAG:
                 parts.append((j - i, chunk))
             else:
                 k = i
@@ -848,7 +851,7 @@ class DefaultMessageStore:
         cached = self._inner_raw_cache
         if cached is not None and cached[0] == phys:
             base, messages = cached[1], cached[2]
-        elif not record[OFF_SYS_FLAG + 3] & INNER_BATCH_FLAG:
+        elif not record[_FLAG_BYTE] & INNER_BATCH_FLAG:
             return record
         else:
             try:
@@ -981,6 +984,10 @@ class DefaultMessageStore:
         if not self.config.messageIndexEnable or self._index_done >= self._index_enqueued:
             return 0
         return max(0, self.commitlog.max_offset - self._index_end)
+
+
+_FLAG_BYTE = OFF_SYS_FLAG + 3  # the low byte of the big-endian sys flag
+assert INNER_BATCH_FLAG == 0x80  # read_records tests the flag as "low byte >= 0x80"
 
 
 def _queue_offset(record: bytes) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.json_file import read_json, write_json_atomic
+from common.config import ConfigError
 from common.errors import Code, MQError
 from common.route import QUEUE_TYPE_ATTRIBUTE, READ_WRITE, CQType, PermName, TopicConfig, TopicMessageType
 
@@ -66,8 +67,12 @@ class TopicConfigManager:
         data = read_json(self._path)
         with self._lock:
             self._topics = {}
-            for item in (data or {}).get("topicConfigTable", {}).values():
-                tc = TopicConfig.from_dict(item)
+            for name, item in (data or {}).get("topicConfigTable", {}).items():
+                try:  # a hand-edited file: refuse to start, naming the topic, rather than fail its requests later
+                    tc = TopicConfig.from_dict(item)
+                    CQType.parse(tc.attributes.get(QUEUE_TYPE_ATTRIBUTE))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ConfigError(f"{self._path}: topic {name!r}: {exc}") from exc
                 self._topics[tc.topic_name] = tc
             if AUTO_CREATE_TOPIC_KEY_TOPIC not in self._topics:
                 perm = READ_WRITE | PermName.PERM_INHERIT if self.auto_create else READ_WRITE

@@ -147,3 +147,24 @@ def test_auto_created_topics_are_simple_even_from_a_batch_template(tmp_path: Pat
     reloaded = TopicConfigManager(path, 4, auto_create=True)
     reloaded.load()
     assert reloaded.get("MadeT") == stored and reloaded.get("AutoT") == auto
+
+
+def test_a_hand_edited_bad_queue_type_stops_the_broker_naming_the_topic(tmp_path: Path):
+    """An invalid ``queue.type`` in topics.json is refused at start (exit 2, the topic and value named), not answered
+    with INTERNAL_SERVER_ERROR on every later SendBatch to the topic."""
+    import subprocess
+    import sys
+
+    from common.config import ConfigError
+    from tests.procs import free_port
+
+    store = tmp_path / "store"
+    path = store / "config" / "topics.json"
+    path.parent.mkdir(parents=True)
+    bad = TopicConfig("HandEditedT", attributes={QT: "TurboCQ"})
+    path.write_text(json.dumps({"topicConfigTable": {bad.topic_name: bad.to_dict()}}))
+    with pytest.raises(ConfigError, match=r"HandEditedT.*TurboCQ"):
+        TopicConfigManager(path, 4, auto_create=True).load()
+    args = [sys.executable, "-m", "broker.cli", "--store", str(store), "--port", str(free_port())]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "HandEditedT" in done.stderr and "queue.type" in done.stderr, done.stderr

@@ -130,7 +130,10 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
                 queue_id = self._queue_for(tc, request.queue_id)
                 born = request.born_timestamp_ms or int(time.time() * 1000)
                 codes = _tags_codes(fast.tags)
-                return await self._put_inner_batch(topic, queue_id, request.messages, codes, born, _peer(context))
+                response, _ = await self._put_inner_batch(
+                    topic, queue_id, request.messages, codes, born, _peer(context)
+                )
+                return response
             entries = decode_message_batch(request.messages, request.count, MAX_SEND_BATCH_MESSAGES)
             total = 0
             for i, entry in enumerate(entries):
@@ -225,10 +228,9 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
                 entries = [BatchEntry(m.flag, m.body, m.properties) for m in inners]
                 payload = encode_message_batch(entries)
         codes = [tags_hash_code(e.properties.get(_TAGS)) for e in entries]
+        response, results = await self._put_inner_batch(topic, queue_id, payload, codes, born, born_host)
         if not plugins.has_after_store:
-            return await self._put_inner_batch(topic, queue_id, payload, codes, born, born_host)
-        results: list[PutMessageResult] = []
-        response = await self._put_inner_batch(topic, queue_id, payload, codes, born, born_host, results)
+            return response
         result = results[0]
         stored = result.append_result
         for i, inner in enumerate(inners):
@@ -246,8 +248,8 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         tags_codes: list[int],
         born: int,
         born_host: tuple[str, int],
-        results_out: list[PutMessageResult] | None = None,
-    ) -> produce_pb2.SendBatchResponse:
+    ) -> tuple[produce_pb2.SendBatchResponse, Sequence[PutMessageResult]]:
+        """Store ``payload`` as one inner-batch record; the response and the record's put result."""
         max_size = self.ctx.config.maxMessageSize
         if len(payload) > max_size:
             raise MQError(
@@ -265,12 +267,10 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
             store_host=self.ctx.store_host,
         )
         results = await self.ctx.store.put_messages_aio([record])
-        if results_out is not None:
-            results_out.extend(results)
         response = self._answer(queue_id, results)
         if response.commitlog_offsets:  # every message of the batch lives in the one record
             response.commitlog_offsets.extend([response.commitlog_offsets[0]] * (len(tags_codes) - 1))
-        return response
+        return response, results
 
     @staticmethod
     def _answer(queue_id: int, results: Sequence[PutMessageResult]) -> produce_pb2.SendBatchResponse:

@@ -440,21 +440,23 @@ def decode(buf: memoryview | bytes | bytearray, pos: int = 0) -> MessageExt:
 _INNER_FLAGS = INNER_BATCH_FLAG | NEED_UNWRAP_FLAG
 
 
-def _inner_entries(body: bytes) -> list[tuple[int, int, bytes, bytes]]:
-    """(flag, body CRC, body, raw properties) of each message of an inner-batch body."""
+def _inner_entries(buf: bytes, pos: int = 0, end: int | None = None) -> list[tuple[int, int, bytes, bytes]]:
+    """(flag, body CRC, body, raw properties) of each message of the inner-batch body ``buf[pos:end]``."""
     out: list[tuple[int, int, bytes, bytes]] = []
+    add = out.append
     unpack = INNER_HEAD.unpack_from
     head, plen_size = INNER_HEAD.size, INNER_PROPS_LEN.size
-    pos, end = 0, len(body)
+    end = len(buf) if end is None else end
     while pos < end:
         if end - pos < INNER_MIN_SIZE:
             raise RecordError(f"inner batch: {end - pos} trailing bytes at {pos}")
-        total, _, crc, flag, body_len = unpack(body, pos)
+        total, _, crc, flag, body_len = unpack(buf, pos)
         b1 = pos + head + body_len
-        if body_len < 0 or total < INNER_MIN_SIZE + body_len or pos + total > end:
+        nxt = pos + total
+        if body_len < 0 or total < INNER_MIN_SIZE + body_len or nxt > end:
             raise RecordError(f"inner batch: message at {pos} of {total} bytes does not fit")
-        out.append((flag, crc, body[pos + head : b1], body[b1 + plen_size : pos + total]))
-        pos += total
+        add((flag, crc, buf[pos + head : b1], buf[b1 + plen_size : nxt]))
+        pos = nxt
     return out
 
 
@@ -505,35 +507,23 @@ def unwrap_raw(record: bytes) -> list[bytes]:
     fixed = bytes(middle)
     queue_id, queue_offset = h[3], h[5]
     head_pack, len_pack, props_len, crc32 = _RAW_HEAD.pack, _BODY_LEN.pack, PROPS_LEN.pack, zlib.crc32
-    unpack = INNER_HEAD.unpack_from
     join, magic = b"".join, MESSAGE_MAGIC_CODE
     overhead = HEADER_SIZE + len(topic_tail) + PROPS_LEN.size + TRAILER.size
     out: list[bytes] = []
     add = out.append
-    pos, end = HEADER_SIZE, HEADER_SIZE + body_len
-    entry_head, plen_size = INNER_HEAD.size, INNER_PROPS_LEN.size
-    while pos < end:
-        if end - pos < INNER_MIN_SIZE:
-            raise RecordError(f"inner batch: {end - pos} trailing bytes at {pos}")
-        total, _, crc, flag, inner_len = unpack(record, pos)
-        b0 = pos + entry_head
-        b1 = b0 + inner_len
-        nxt = pos + total
-        if inner_len < 0 or total < INNER_MIN_SIZE + inner_len or nxt > end:
-            raise RecordError(f"inner batch: message at {pos} of {total} bytes does not fit")
-        plen = nxt - b1 - plen_size
+    for flag, crc, body, raw_props in _inner_entries(record, HEADER_SIZE, HEADER_SIZE + body_len):
+        plen = len(raw_props)
         one = join(
             (
-                head_pack(overhead + inner_len + plen, magic, crc, queue_id, flag, queue_offset),
+                head_pack(overhead + len(body) + plen, magic, crc, queue_id, flag, queue_offset),
                 fixed,
-                len_pack(inner_len),
-                record[b0:b1],
+                len_pack(len(body)),
+                body,
                 topic_tail,
                 props_len(plen),
-                record[b1 + plen_size : nxt],
+                raw_props,
             )
         )
         add(one + crc32(one).to_bytes(4, "big"))
         queue_offset += 1
-        pos = nxt
     return out

@@ -808,12 +808,17 @@ class DefaultMessageStore:
                 prev = phys
                 j += 1
             chunk = read_raw(start, end - start)
-            if chunk is None:
-                if j - i > 1:  # the run crosses a segment end, or part of it is gone: record by record
-                    for k in range(i, j):
-                        self._read_one(spans, k, parts, gone)
-                else:
-                    gone.append(i)
+            if chunk is None:  # gone, or the run crosses a segment end: record by record, each record read once
+                record: bytes | None = None
+                record_phys = -1
+                for k in range(i, j):
+                    queue_offset, phys, size = spans[k]
+                    if phys != record_phys:
+                        record, record_phys = read_raw(phys, size), phys
+                    if record is None:
+                        gone.append(k)
+                    else:
+                        parts.append((1, self._unwrapped_raw(queue_offset, phys, record)))
                 i = j
                 continue
             # The sys flags' low bytes, picked in C: INNER_BATCH_FLAG is their high bit, so a batch makes one >= 0x80.
@@ -834,16 +839,6 @@ class DefaultMessageStore:
                     k = m
             i = j
         return parts, gone
-
-    def _read_one(
-        self, spans: Sequence[tuple[int, int, int]], k: int, parts: list[tuple[int, bytes]], gone: list[int]
-    ) -> None:
-        queue_offset, phys, size = spans[k]
-        record = self.commitlog.read_raw(phys, size)
-        if record is None:
-            gone.append(k)
-            return
-        parts.append((1, self._unwrapped_raw(queue_offset, phys, record)))
 
     def _unwrapped_raw(self, queue_offset: int, phys: int, record: bytes) -> bytes:
         """``record`` itself, or for an inner batch its message at ``queue_offset`` as a record of its own. The

@@ -11,7 +11,17 @@ import pytest
 from rocketmq import FilterExpression, SimpleConsumer
 from rocketmq.grpc_protocol import FilterType, definition_pb2, service_pb2, service_pb2_grpc
 
-from common.proto import admin_pb2, admin_pb2_grpc
+from common.message_batch import BatchEntry, encode_message_batch
+from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
+from common.proto import (
+    admin_pb2,
+    admin_pb2_grpc,
+    consume_pb2,
+    consume_pb2_grpc,
+    produce_pb2,
+    produce_pb2_grpc,
+)
+from common.record import iter_records
 from tests.broker.v2client import message, raw_client
 from tests.pop.client_helpers import config, receive_until
 
@@ -125,6 +135,11 @@ hookimpl = pluggy.HookimplMarker("orbitmq")
 @hookimpl
 def orbitmq_before_store(message):
     message.properties["stamped-by"] = "example"
+
+
+@hookimpl
+def orbitmq_after_store(message, result):
+    print(f"stored {message.topic} {message.body!r} at {result.append_result.logics_offset}", flush=True)
 '''
 
 
@@ -151,4 +166,28 @@ def test_third_party_plugin_from_entry_point_and_disabling_it(broker_factory, tm
             assert c.send(message("StampT", b"x")).status.code == OK
             [m] = c.pull("StampG", "StampT", 0, 0).messages
             assert m.user_properties.get("stamped-by") == expected
+        # A SendBatch to a BatchCQ topic: the hook sees each message, and what it changed is what is stored.
+        with grpc.insecure_channel(b.addr) as ch:
+            cfg = admin_pb2.TopicConfig(
+                topic_name="StampBatchT", read_queue_nums=1, write_queue_nums=1, attributes={"queue.type": "BatchCQ"}
+            )
+            admin = admin_pb2_grpc.AdminStub(ch)
+            assert (
+                admin.CreateOrUpdateTopic(admin_pb2.CreateOrUpdateTopicRequest(config=cfg), timeout=10).status.code
+                == OK
+            )
+            entries = [BatchEntry(0, f"b{i}".encode(), {UNIQ: f"STAMP{i}"}) for i in range(3)]
+            req = produce_pb2.SendBatchRequest(
+                topic="StampBatchT", queue_id=0, messages=encode_message_batch(entries), count=3
+            )
+            assert produce_pb2_grpc.ProduceStub(ch).SendBatch(req, timeout=30).status.code == OK
+            pulled = consume_pb2_grpc.ConsumeStub(ch).PullBatch(
+                consume_pb2.PullBatchRequest(group="StampG", topic="StampBatchT", queue_id=0, offset=0), timeout=30
+            )
+            records = list(iter_records(pulled.records))
+            assert [r.body for r in records] == [b"b0", b"b1", b"b2"]
+            assert [r.properties.get("stamped-by") for r in records] == [expected] * 3
+    # each message of the batch is reported at its own queue offset
+    assert all(f"stored StampBatchT b'b{i}' at {i}" in on.log() for i in range(3)), on.log()[-2000:]
+    assert "stored StampBatchT" not in off.log()
     assert "example-stamp" in on.log()

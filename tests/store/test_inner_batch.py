@@ -179,3 +179,28 @@ def test_retention_drops_a_batch_whole(store_factory: StoreFactory) -> None:
     assert low > 0 and low % 10 == 0, "a batch's entries all go with its segment"
     got = store.get_message("g", "T", 0, low, 3)
     assert [m.queue_offset for m in got.messages] == [low, low + 1, low + 2]
+
+
+def test_records_whose_segment_is_gone_are_reported_not_served(store_factory: StoreFactory) -> None:
+    """Retention deleting a segment between the ConsumeQueue read and the record read: those spans come back as
+    gone (the pop acks them, the pull skips them), the others as records, batches unwrapped."""
+    store = store_factory(fileReservedTime=0)
+    sent: list[bytes] = []
+    for i in range(200):  # batches and single messages over several 64 KiB segments
+        if i % 3:
+            es = entries(i * 10, 10)
+            assert store.put_message(batch("T", 0, es)).ok
+            sent += [e.body for e in es]
+        else:
+            one, e = single(i)
+            assert store.put_message(one).ok
+            sent.append(e.body)
+    spans = store.get_message_spans("g", "T", 0, 0, 100_000, max_total_bytes=1 << 30).spans
+    assert len(spans) == len(sent)
+    assert store.delete_expired_files(force=True) >= 1
+    low = store.commitlog.min_offset
+    parts, gone = store.read_records(spans)
+    assert gone == [k for k, (_, phys, _) in enumerate(spans) if phys < low] and gone
+    served = [v.body for v in iter_records(b"".join(part for _, part in parts))]
+    assert sum(n for n, _ in parts) == len(served) == len(spans) - len(gone)
+    assert served == sent[len(gone) :]

@@ -205,9 +205,6 @@ class PopService:
             self.stats.renewed += 1
         return renewed
 
-    def _check_handle_scope(self, handle: ReceiptHandle, group: str, topic: str) -> None:
-        check_scope(handle, group, topic)
-
     # ------------------------------------------------------------------ ReceiveMessage
     def _validate(
         self,
@@ -630,7 +627,7 @@ class PopService:
     # ------------------------------------------------------------------ AckMessage
     def ack_handle(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = decode(receipt_handle)
-        self._check_handle_scope(handle, group, topic)
+        check_scope(handle, group, topic)
         _, flight = self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
         self.state.ack(key, handle.queue_offset)
@@ -705,7 +702,7 @@ class PopService:
     def change_handle(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
         cfg = self.config
         handle = decode(receipt_handle)
-        self._check_handle_scope(handle, group, topic)
+        check_scope(handle, group, topic)
         if not 0 <= invisible_ms <= cfg.maxInvisibleTimeMills:
             raise MQError(
                 Code.ILLEGAL_INVISIBLE_TIME,
@@ -738,7 +735,7 @@ class PopService:
     # ------------------------------------------------------------------ ForwardMessageToDeadLetterQueue
     async def forward_handle(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = decode(receipt_handle)
-        self._check_handle_scope(handle, group, topic)
+        check_scope(handle, group, topic)
         _, flight = self.state.check_handle(handle)
         key = (handle.group, handle.topic, handle.queue_id)
         msg = self.ctx.store.look_message_by_offset(flight.commitlog_offset, flight.size, flight.offset)

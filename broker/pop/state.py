@@ -200,6 +200,7 @@ class PopState:
                 changed.invisible_ms = int(rec["inv"])
                 changed.auto_renew = bool(rec.get("ar", False))
                 qs.track(changed)
+                qs.prune_timeline()  # the entry of the old deadline stays behind, as an ack's does
                 self.seq = max(self.seq, changed.seq)
         elif kind == "reset":
             off = int(rec["o"])

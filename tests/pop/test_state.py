@@ -132,3 +132,17 @@ def test_acked_flights_leave_no_timeline_behind():
     assert len(qs._timeline) <= 2 * len(live) + TIMELINE_SLACK
     # what is still in flight comes back when due, each once, and nothing acked does
     assert sorted(f.offset for f in qs.visible(43_200_000)) == sorted(live)
+
+
+def test_invisible_time_changes_leave_no_timeline_behind():
+    from broker.pop.state import TIMELINE_SLACK
+
+    st = PopState()
+    st.init_queue(KEY, 0)
+    qs = st.queue(KEY)
+    assert qs is not None
+    st.pop(KEY, [flight(st, o, now=0, inv=43_200_000) for o in range(8)], 8)
+    for k in range(3 * TIMELINE_SLACK):  # a consumer nacking the same messages again and again
+        st.change(KEY, k % 8, k, 43_200_000, new_seq=True, auto_renew=False)
+    assert len(qs._timeline) <= 2 * 8 + TIMELINE_SLACK
+    assert sorted(f.offset for f in qs.visible(43_200_000 + 3 * TIMELINE_SLACK)) == list(range(8))

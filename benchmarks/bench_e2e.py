@@ -15,8 +15,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,15 @@ from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from benchmarks import bench_peers
-from benchmarks.common import pct, write_result
+from benchmarks.common import (
+    LATENCY_TICK_MS,
+    latency_ms,
+    paced_sends,
+    paced_total,
+    pct,
+    stamped_body,
+    write_result,
+)
 from common.message_batch import BatchEntry, encode_message_batch
 from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
 from common.proto import (
@@ -390,14 +398,13 @@ async def bench_latency(
     topic: str,
     rate: int,
     seconds: float,
-    tick_ms: float = 5.0,
+    tick_ms: float = LATENCY_TICK_MS,
     consumer: str = "pull",
     sender: str = "send_message",
 ) -> dict[str, Any]:
     """Send ``rate`` msg/s (a small batch every tick) with v2 SendMessage (``send_message``) or Produce/SendBatch
     (``send_batch``), long-poll every queue with v2 PullMessage (``pull``) or Consume/PullBatch (``pull_batch``),
     measure send->receive."""
-    per_tick = max(1, round(rate * tick_ms / 1000))
     async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
         stub = service_pb2_grpc.MessagingServiceStub(ch)
         await stub.SendMessage(service_pb2.SendMessageRequest(messages=[_msg(topic, 0)]))  # create the topic
@@ -411,7 +418,7 @@ async def bench_latency(
             )
             starts[q] = resp.offset
         latencies: list[float] = []
-        expected = int(rate * seconds)
+        expected = paced_total(rate, seconds, tick_ms)
         stop = asyncio.Event()
 
         batch_stub = consume_pb2_grpc.ConsumeStub(ch)
@@ -426,7 +433,7 @@ async def bench_latency(
                 resp = await batch_stub.PullBatch(req, timeout=5)
                 now = time.time_ns()
                 for record in iter_records(resp.records):
-                    latencies.append((now - int.from_bytes(record.body[:8], "big")) / 1e6)
+                    latencies.append(latency_ms(record.body, now))
                 offset = resp.next_offset or offset
                 if len(latencies) >= expected:
                     stop.set()
@@ -447,77 +454,40 @@ async def bench_latency(
                 async for resp in stub.PullMessage(req, timeout=5):
                     kind = resp.WhichOneof("content")
                     if kind == "message":
-                        now = time.time_ns()
-                        sent = int.from_bytes(resp.message.body[:8], "big")
-                        latencies.append((now - sent) / 1e6)
+                        latencies.append(latency_ms(resp.message.body, time.time_ns()))
                     elif kind == "next_offset":
                         offset = resp.next_offset
                 if len(latencies) >= expected:
                     stop.set()
 
+        def send(k: int, n: int, stamp: int) -> Awaitable[Any]:
+            body = stamped_body(stamp, BODY_SIZE)
+            if sender == "send_batch":
+                entries = [BatchEntry(0, body, {UNIQ_KEY: f"01LAT{k * n + i:029X}"}) for i in range(n)]
+                req = produce_pb2.SendBatchRequest(
+                    topic=topic, queue_id=-1, count=n, messages=encode_message_batch(entries)
+                )
+                return produce_stub.SendBatch(req)
+            msgs = [_msg(topic, k * n + i, body) for i in range(n)]
+            return stub.SendMessage(service_pb2.SendMessageRequest(messages=msgs))
+
         consumers = [asyncio.create_task(consume(q)) for q in range(QUEUES)]
         await asyncio.sleep(0.3)
-        pad = b"p" * (BODY_SIZE - 8)
-        ticks = int(seconds * 1000 / tick_ms)
-        calls: list[asyncio.Future[Any]] = []
-        lags: list[float] = []  # how late each send started after its tick: the client's own share of the tail
-        loop = asyncio.get_running_loop()
-        all_sent = asyncio.Event()
-
-        def fire(k: int, target: float) -> None:
-            lags.append((time.perf_counter() - target) * 1000)
-            # Stamp the scheduled send time, so a sender falling behind shows up as latency (no coordinated omission).
-            body = (wall0 + int(k * tick_ms * 1e6)).to_bytes(8, "big") + pad
-            if sender == "send_batch":
-                entries = [BatchEntry(0, body, {UNIQ_KEY: f"01LAT{k * per_tick + i:029X}"}) for i in range(per_tick)]
-                req = produce_pb2.SendBatchRequest(
-                    topic=topic, queue_id=-1, count=per_tick, messages=encode_message_batch(entries)
-                )
-                calls.append(asyncio.ensure_future(produce_stub.SendBatch(req)))
-            else:
-                msgs = [_msg(topic, k * per_tick + i, body) for i in range(per_tick)]
-                calls.append(asyncio.ensure_future(stub.SendMessage(service_pb2.SendMessageRequest(messages=msgs))))
-            if k == ticks - 1:
-                all_sent.set()
-
-        def pace() -> None:
-            # The ticks come from a thread: asyncio's timers ride on epoll's whole-millisecond timeout and woke the
-            # sender 0.6 ms late at p50 (1.2 ms p99); a thread's sleep is on time and the hand-over wakes the loop
-            # at once.
-            for k in range(ticks):
-                target = t0 + k * tick_ms / 1000
-                delay = target - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                loop.call_soon_threadsafe(fire, k, target)
-
-        t0 = time.perf_counter()
-        wall0 = time.time_ns()
-        pacer = threading.Thread(target=pace, name="pacer", daemon=True)
-        pacer.start()
-        await asyncio.wait_for(all_sent.wait(), seconds + 30)
-        pacer.join(5)
-        send_elapsed = time.perf_counter() - t0
-        outcomes = await asyncio.gather(*calls, return_exceptions=True)
-        send_errors = sum(1 for o in outcomes if isinstance(o, BaseException))
+        paced = await paced_sends(rate, seconds, tick_ms, send)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 10)
         stop.set()
         await asyncio.gather(*consumers, return_exceptions=True)
     return {
         "target_rate": rate,
-        "achieved_send_rate": round(ticks * per_tick / send_elapsed),
         "messages": len(latencies),
-        "send_errors": send_errors,
         "sender": sender,
         "consumer": consumer,
-        "batch_per_tick": per_tick,
         "tick_ms": tick_ms,
         "latency_ms_p50": round(pct(latencies, 50), 3),
         "latency_ms_p99": round(pct(latencies, 99), 3),
         "latency_ms_max": round(max(latencies), 3) if latencies else None,
-        "send_lag_ms_p50": round(pct(lags, 50), 3),
-        "send_lag_ms_p99": round(pct(lags, 99), 3),
+        **paced.as_dict(),
     }
 
 
@@ -617,7 +587,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     # ratios compare figures taken under the same machine load; a peer not installed is reported as such.
     peers = bench_peers.run(quick)
     best_produce = max(batched["msgs_per_s"], send_batch["msgs_per_s"])
-    summary["peers"] = bench_peers.compare(peers, best_produce, pull_batch["msgs_per_s"])
+    summary["peers"] = bench_peers.compare(
+        peers, best_produce, pull_batch["msgs_per_s"], latency_batched["latency_ms_p99"]
+    )
     # BatchCQ keeps per-message offsets, consumption and acks, but not a per-message key index: compared apart.
     summary["peers_batch_cq"] = bench_peers.compare(peers, send_batch_cq["msgs_per_s"], pull_batch_cq["msgs_per_s"])
     return {

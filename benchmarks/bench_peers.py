@@ -16,6 +16,11 @@ Workload per peer, one Python client process, N messages (default 200,000, ``--q
 * NATS JetStream: a file-storage stream (R1), ``publish_async`` with at most 4,000 pending PubAcks; a durable
   pull consumer (explicit ack), ``fetch(100)`` and ``ack()`` per message.
 
+Then the e2e latency workload, as OrbitMQ's (``bench_e2e.bench_latency``): LATENCY_RATE msg/s as a batch every
+LATENCY_TICK_MS from a pacer thread, each body stamped with its scheduled time, the consumer's receive time minus
+the stamp. Redis: a pipeline of XADDs per tick, XREAD BLOCK from the last id. NATS: ``publish_async`` per message,
+an ordered push consumer. RabbitMQ: the quorum queue, pika's asyncio adapter, a basic_consume with manual acks.
+
 Every phase has a timeout (a timed-out phase reports what it did and ``timed_out: true``); every server started
 is stopped by its PID in a ``finally``. Each phase also reports ``other_cores``: the cores used by processes
 other than this one and its servers during the phase (the machine is shared; > ~0.3 means a contaminated figure).
@@ -41,7 +46,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import write_result
+from benchmarks.common import (
+    LATENCY_RATE,
+    LATENCY_TICK_MS,
+    PacedRun,
+    latency_ms,
+    paced_sends,
+    paced_total,
+    pct,
+    stamped_body,
+    write_result,
+)
 
 BODY_SIZE = 100
 N_FULL = 200_000
@@ -91,6 +106,7 @@ class PeerResult:
     settings: dict[str, Any] = field(default_factory=dict)
     produce: Phase | None = None
     consume: Phase | None = None
+    latency: dict[str, Any] | None = None  # the e2e latency workload: LATENCY_RATE msg/s, a batch every tick
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -100,6 +116,30 @@ class PeerResult:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
+
+
+LATENCY_SECONDS = 5.0
+LATENCY_SECONDS_QUICK = 2.0
+
+
+def _latency_result(latencies: list[float], paced: PacedRun, expected: int) -> dict[str, Any]:
+    return {
+        "target_rate": LATENCY_RATE,
+        "tick_ms": LATENCY_TICK_MS,
+        "messages": len(latencies),
+        "timed_out": len(latencies) < expected,
+        "latency_ms_p50": round(pct(latencies, 50), 3),
+        "latency_ms_p99": round(pct(latencies, 99), 3),
+        "latency_ms_max": round(max(latencies), 3) if latencies else None,
+        **paced.as_dict(),
+    }
+
+
+async def _await_count(latencies: list[float], expected: int, timeout_s: float) -> None:
+    """Until ``expected`` latencies are in or ``timeout_s`` passes (the result's ``timed_out`` says which)."""
+    deadline = time.monotonic() + timeout_s
+    while len(latencies) < expected and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def _free_port() -> int:
@@ -215,7 +255,46 @@ def _missing(binary: Path | None, binary_name: str, module: str) -> str | None:
 # --- Redis Streams ---------------------------------------------------------------------------------------------
 
 
-def bench_redis(n: int, workdir: Path) -> PeerResult:
+async def _redis_latency(port: int, seconds: float) -> dict[str, Any]:
+    import redis.asyncio as aredis
+
+    producer = aredis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+    reader = aredis.Redis(host="127.0.0.1", port=port, socket_timeout=30)  # its own connection for XREAD BLOCK
+    stream = "bench-latency"
+    expected = paced_total(LATENCY_RATE, seconds, LATENCY_TICK_MS)
+    latencies: list[float] = []
+
+    async def consume() -> None:
+        last = "0-0"
+        while len(latencies) < expected:
+            resp: Any = await reader.xread({stream: last}, count=256, block=1000)  # RESP2: [[stream, entries]]
+            now = time.time_ns()
+            for _, entries in resp or []:
+                for mid, fields in entries:
+                    latencies.append(latency_ms(fields[b"d"], now))
+                    last = mid
+
+    async def send(_k: int, n: int, stamp: int) -> None:
+        body = stamped_body(stamp, BODY_SIZE)
+        pipe = producer.pipeline(transaction=False)
+        for _ in range(n):
+            pipe.xadd(stream, {"d": body})
+        await pipe.execute()
+
+    reading = asyncio.create_task(consume())
+    try:
+        await asyncio.sleep(0.3)
+        paced = await paced_sends(LATENCY_RATE, seconds, LATENCY_TICK_MS, send)
+        await _await_count(latencies, expected, 10)
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await producer.aclose()
+        await reader.aclose()
+    return _latency_result(latencies, paced, expected)
+
+
+def bench_redis(n: int, workdir: Path, latency_s: float) -> PeerResult:
     binary = _which("redis-server", "/usr/bin/redis-server")
     settings = {
         "appendonly": "yes",
@@ -290,6 +369,7 @@ def bench_redis(n: int, workdir: Path) -> PeerResult:
             elapsed = time.perf_counter() - start
         pending = int(client.xpending(stream, group)["pending"])
         result.consume = Phase(got, elapsed, got < sent, cpu["other_cores"], {"pending_after": pending})
+        result.latency = asyncio.run(_redis_latency(port, latency_s))
         result.status = "ok"
         client.close()
     except (redis.RedisError, OSError) as exc:
@@ -403,7 +483,66 @@ def _rabbit_consume(params: Any, queue: str, n: int, timeout_s: float) -> Phase:
             conn.close()
 
 
-def bench_rabbitmq(n: int, workdir: Path) -> PeerResult:
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+async def _rabbit_latency(params: Any, seconds: float) -> dict[str, Any]:
+    """Through a quorum queue of its own: publishes without waiting for confirms (a quorum queue hands a message
+    to consumers only once the Raft log has committed it), a basic_consume acking each message."""
+    import pika
+    from pika.adapters.asyncio_connection import AsyncioConnection
+
+    loop = asyncio.get_running_loop()
+    queue = "bench_latency"
+    expected = paced_total(LATENCY_RATE, seconds, LATENCY_TICK_MS)
+    latencies: list[float] = []
+    opened: asyncio.Future[Any] = loop.create_future()
+    closed: asyncio.Future[Any] = loop.create_future()
+    conn = AsyncioConnection(
+        params,
+        on_open_callback=opened.set_result,
+        on_open_error_callback=lambda _c, exc: opened.set_exception(RuntimeError(f"connection failed: {exc!r}")),
+        on_close_callback=lambda _c, _exc: _resolve(closed, None),
+        custom_ioloop=loop,
+    )
+    await asyncio.wait_for(opened, 30)
+    try:
+
+        async def call(start: Callable[[Callable[[Any], None]], Any]) -> Any:
+            done: asyncio.Future[Any] = loop.create_future()
+            start(lambda arg: _resolve(done, arg))
+            return await asyncio.wait_for(done, 30)
+
+        pub = await call(lambda cb: conn.channel(on_open_callback=cb))
+        sub = await call(lambda cb: conn.channel(on_open_callback=cb))
+        await call(lambda cb: pub.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"}, callback=cb))
+        await call(lambda cb: sub.basic_qos(prefetch_count=RABBIT_PREFETCH, callback=cb))
+
+        def on_message(ch: Any, method: Any, _props: Any, body: bytes) -> None:
+            latencies.append(latency_ms(body, time.time_ns()))
+            ch.basic_ack(method.delivery_tag)
+
+        sub.basic_consume(queue, on_message)
+        persistent = pika.BasicProperties(delivery_mode=2)
+
+        async def send(_k: int, n: int, stamp: int) -> None:
+            body = stamped_body(stamp, BODY_SIZE)
+            for _ in range(n):
+                pub.basic_publish("", queue, body, persistent)
+
+        await asyncio.sleep(0.3)
+        paced = await paced_sends(LATENCY_RATE, seconds, LATENCY_TICK_MS, send)
+        await _await_count(latencies, expected, 10)
+    finally:
+        if not closed.done():
+            conn.close()
+            await asyncio.wait_for(closed, 30)
+    return _latency_result(latencies, paced, expected)
+
+
+def bench_rabbitmq(n: int, workdir: Path, latency_s: float) -> PeerResult:
     binary = RABBIT_SERVER if os.access(RABBIT_SERVER, os.X_OK) else None
     settings = {
         "queue": "durable quorum queue (x-queue-type=quorum), single node",
@@ -496,6 +635,7 @@ def bench_rabbitmq(n: int, workdir: Path) -> PeerResult:
             consume = _rabbit_consume(params, queue, produce.messages, PHASE_TIMEOUT_S)
         consume.other_cores = cpu["other_cores"]
         result.consume = consume
+        result.latency = asyncio.run(_rabbit_latency(params, latency_s))
         result.status = "ok"
     except (pika.exceptions.AMQPError, RuntimeError, OSError) as exc:
         result.status, result.reason = "failed", f"{type(exc).__name__}: {exc!r}"
@@ -517,7 +657,34 @@ def bench_rabbitmq(n: int, workdir: Path) -> PeerResult:
 # --- NATS JetStream --------------------------------------------------------------------------------------------
 
 
-async def _nats_workload(port: int, n: int, result: PeerResult, server_pid: int, t0: float) -> None:
+async def _nats_latency(js: Any, seconds: float) -> dict[str, Any]:
+    """A stream of its own; ``publish_async`` per message, an ordered push consumer (no acks, like an offset pull)."""
+    from nats.js.api import StorageType, StreamConfig
+
+    await js.add_stream(StreamConfig(name="LATENCY", subjects=["latency.>"], storage=StorageType.FILE, num_replicas=1))
+    expected = paced_total(LATENCY_RATE, seconds, LATENCY_TICK_MS)
+    latencies: list[float] = []
+
+    async def on_message(msg: Any) -> None:
+        latencies.append(latency_ms(msg.data, time.time_ns()))
+
+    sub = await js.subscribe("latency.q", cb=on_message, ordered_consumer=True)
+
+    async def send(_k: int, n: int, stamp: int) -> None:
+        body = stamped_body(stamp, BODY_SIZE)
+        for _ in range(n):
+            await js.publish_async("latency.q", body)
+
+    try:
+        await asyncio.sleep(0.3)
+        paced = await paced_sends(LATENCY_RATE, seconds, LATENCY_TICK_MS, send)
+        await _await_count(latencies, expected, 10)
+    finally:
+        await sub.unsubscribe()
+    return _latency_result(latencies, paced, expected)
+
+
+async def _nats_workload(port: int, n: int, result: PeerResult, server_pid: int, t0: float, latency_s: float) -> None:
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
@@ -583,12 +750,13 @@ async def _nats_workload(port: int, n: int, result: PeerResult, server_pid: int,
         result.consume = Phase(
             got, elapsed, got < stored, cpu["other_cores"], {"ack_pending_after_flush": info.num_ack_pending}
         )
+        result.latency = await _nats_latency(js, latency_s)
         result.status = "ok"
     finally:
         await nc.close()
 
 
-def bench_nats(n: int, workdir: Path) -> PeerResult:
+def bench_nats(n: int, workdir: Path, latency_s: float) -> PeerResult:
     binary = _which("nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server")
     settings = {
         "stream": "file storage, R1 (PubAck = written to the OS; no per-message fsync)",
@@ -617,7 +785,7 @@ def bench_nats(n: int, workdir: Path) -> PeerResult:
     t0 = time.monotonic()
     proc = subprocess.Popen([str(binary), "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
     try:
-        asyncio.run(_nats_workload(port, n, result, proc.pid, t0))
+        asyncio.run(_nats_workload(port, n, result, proc.pid, t0, latency_s))
     except Exception as exc:  # any client/server failure is recorded; the other peers still run
         result.status = "failed"
         result.reason = f"{type(exc).__name__}: {exc!r}; {_log_tail(base / 'nats.log')}"
@@ -629,7 +797,7 @@ def bench_nats(n: int, workdir: Path) -> PeerResult:
 
 # --- entry points ----------------------------------------------------------------------------------------------
 
-PEERS: dict[str, Callable[[int, Path], PeerResult]] = {
+PEERS: dict[str, Callable[[int, Path, float], PeerResult]] = {
     "redis-streams": bench_redis,
     "rabbitmq": bench_rabbitmq,
     "nats-jetstream": bench_nats,
@@ -639,13 +807,14 @@ PEERS: dict[str, Callable[[int, Path], PeerResult]] = {
 def run(quick: bool = False, n: int | None = None, peers: list[str] | None = None) -> dict[str, Any]:
     """Measure every installed peer; the result has one entry per peer (``status`` says whether it ran)."""
     n = n or (N_QUICK if quick else N_FULL)
+    latency_s = LATENCY_SECONDS_QUICK if quick else LATENCY_SECONDS
     out: dict[str, Any] = {"messages": n, "body_size": BODY_SIZE, "phase_timeout_s": PHASE_TIMEOUT_S, "peers": {}}
     for name in peers or list(PEERS):
         # A fresh data dir per peer, removed afterwards (the servers have been stopped by then).
         with tempfile.TemporaryDirectory(prefix=f"bench-peer-{name}-") as tmp:
             print(f"bench_peers: {name} ({n} messages)", file=sys.stderr, flush=True)
             try:
-                result = PEERS[name](n, Path(tmp))
+                result = PEERS[name](n, Path(tmp), latency_s)
             except Exception as exc:  # recorded in the result; the other peers and e2e still report
                 result = PeerResult(name, "failed", reason=f"{type(exc).__name__}: {exc!r}")
         out["peers"][name] = result.as_dict()
@@ -656,11 +825,19 @@ def run(quick: bool = False, n: int | None = None, peers: list[str] | None = Non
 def summary_line(peer: dict[str, Any]) -> str:
     if peer["status"] != "ok":
         return f"{peer['status']}: {peer['reason']}"
-    return f"produce {peer['produce']['msgs_per_s']:,} msg/s, consume {peer['consume']['msgs_per_s']:,} msg/s"
+    line = f"produce {peer['produce']['msgs_per_s']:,} msg/s, consume {peer['consume']['msgs_per_s']:,} msg/s"
+    if lat := peer.get("latency"):
+        line += (
+            f", latency at {lat['target_rate']:,} msg/s p50 {lat['latency_ms_p50']} ms p99 {lat['latency_ms_p99']} ms"
+        )
+    return line
 
 
-def compare(peers: dict[str, Any], orbit_produce: float, orbit_consume: float) -> dict[str, Any]:
-    """One summary entry per peer: its rates and OrbitMQ's rate divided by the peer's (>1: OrbitMQ faster)."""
+def compare(
+    peers: dict[str, Any], orbit_produce: float, orbit_consume: float, orbit_latency_p99: float | None = None
+) -> dict[str, Any]:
+    """One summary entry per peer: its rates and OrbitMQ's rate divided by the peer's, and the peer's latency p99
+    divided by OrbitMQ's (every ratio > 1: OrbitMQ better)."""
     out: dict[str, Any] = {}
     for name, peer in peers["peers"].items():
         if peer["status"] != "ok":
@@ -673,6 +850,12 @@ def compare(peers: dict[str, Any], orbit_produce: float, orbit_consume: float) -
             "orbitmq_batched_produce_ratio": round(orbit_produce / produce, 2) if produce else None,
             "orbitmq_pull_batch_consume_ratio": round(orbit_consume / consume, 2) if consume else None,
         }
+        if (lat := peer.get("latency")) is not None:
+            p99 = lat["latency_ms_p99"]
+            out[name]["latency_ms_p50"] = lat["latency_ms_p50"]
+            out[name]["latency_ms_p99"] = p99
+            if orbit_latency_p99:
+                out[name]["peer_latency_p99_over_orbitmq"] = round(p99 / orbit_latency_p99, 2)
     return out
 
 

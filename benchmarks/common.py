@@ -1,12 +1,17 @@
-"""Shared benchmark helpers: percentiles, machine info and the JSON result writer."""
+"""Shared benchmark helpers: percentiles, machine info, the JSON result writer and the paced sender of the
+latency runs (OrbitMQ's and the peers' alike)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
 import statistics
+import threading
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +45,86 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}-{stamp}.json"
     path.write_text(json.dumps({"bench": name, "time": stamp, "machine": machine(), **data}, indent=2))
     return path
+
+
+# The latency workload: 10,000 msg/s as a batch every 5 ms. Smaller ticks raise the RPC rate, which is what costs
+# in Python clients (docs/broker.md, latency).
+LATENCY_RATE = 10_000
+LATENCY_TICK_MS = 5.0
+STAMP_BYTES = 8
+
+
+def paced_total(rate: int, seconds: float, tick_ms: float) -> int:
+    """How many messages :func:`paced_sends` sends with these arguments."""
+    return int(seconds * 1000 / tick_ms) * max(1, round(rate * tick_ms / 1000))
+
+
+def stamped_body(stamp_ns: int, size: int) -> bytes:
+    """A ``size``-byte body that starts with the scheduled send time (ns since the epoch, big-endian)."""
+    return stamp_ns.to_bytes(STAMP_BYTES, "big") + b"p" * (size - STAMP_BYTES)
+
+
+def latency_ms(body: bytes, now_ns: int) -> float:
+    return (now_ns - int.from_bytes(body[:STAMP_BYTES], "big")) / 1e6
+
+
+@dataclass
+class PacedRun:
+    """What :func:`paced_sends` did: ``ticks`` sends of ``per_tick`` messages over ``elapsed_s``."""
+
+    ticks: int
+    per_tick: int
+    elapsed_s: float
+    send_errors: int
+    lags_ms: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch_per_tick": self.per_tick,
+            "achieved_send_rate": round(self.ticks * self.per_tick / self.elapsed_s) if self.elapsed_s else 0,
+            "send_errors": self.send_errors,
+            "send_lag_ms_p50": round(pct(self.lags_ms, 50), 3),
+            "send_lag_ms_p99": round(pct(self.lags_ms, 99), 3),
+        }
+
+
+async def paced_sends(
+    rate: int, seconds: float, tick_ms: float, send: Callable[[int, int, int], Awaitable[Any]]
+) -> PacedRun:
+    """Call ``send(tick, per_tick, stamp_ns)`` on the running loop every ``tick_ms``; ``stamp_ns`` is the tick's
+    scheduled time, so a sender falling behind shows up as latency (no coordinated omission). Waits for every send.
+
+    The ticks come from a thread: asyncio's timers ride on epoll's whole-millisecond timeout and woke the sender
+    0.6 ms late at p50 (1.2 ms p99); a thread's sleep is on time and the hand-over wakes the loop at once.
+    """
+    per_tick = max(1, round(rate * tick_ms / 1000))
+    ticks = int(seconds * 1000 / tick_ms)
+    loop = asyncio.get_running_loop()
+    sends: list[asyncio.Future[Any]] = []
+    lags: list[float] = []
+    all_sent = asyncio.Event()
+    t0 = time.perf_counter()
+    wall0 = time.time_ns()
+
+    def fire(k: int, target: float) -> None:
+        lags.append((time.perf_counter() - target) * 1000)
+        sends.append(asyncio.ensure_future(send(k, per_tick, wall0 + int(k * tick_ms * 1e6))))
+        if k == ticks - 1:
+            all_sent.set()
+
+    def pace() -> None:
+        for k in range(ticks):
+            target = t0 + k * tick_ms / 1000
+            delay = target - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            loop.call_soon_threadsafe(fire, k, target)
+
+    pacer = threading.Thread(target=pace, name="pacer", daemon=True)
+    pacer.start()
+    await asyncio.wait_for(all_sent.wait(), seconds + 30)
+    pacer.join(5)
+    elapsed = time.perf_counter() - t0
+    outcomes = await asyncio.gather(*sends, return_exceptions=True)
+    errors = sum(1 for o in outcomes if isinstance(o, BaseException))
+    return PacedRun(ticks, per_tick, elapsed, errors, lags)

@@ -35,6 +35,9 @@ class MessageStoreConfig:
     cleanResourceInterval: int = 10_000  # ms between retention checks
     maxMessageSize: int = MAX_MESSAGE_BODY_SIZE
     messageIndexEnable: bool = True
+    # ms the index thread lets a put's answers go out before it takes the GIL to hash that put's keys (0: at once)
+    indexDispatchDelayMs: int = 2
+    indexQueryWaitMs: int = 100  # most a key query waits for the keys of puts made before it to be indexed
     maxHashSlotNum: int = 5_000_000
     maxIndexNum: int = 20_000_000
     warmMapedFileEnable: bool = True  # pre-touch the next segment in the background

@@ -166,6 +166,28 @@ def test_query_by_key_and_unique_key(store_factory: StoreFactory) -> None:
     assert store.query_message("Q", "k5", 10, now + 3_600_000, now + 7_200_000) == []
 
 
+def test_index_dispatch_waits_but_a_key_query_reads_its_writes(store_factory: StoreFactory) -> None:
+    # A dispatch delay longer than the query's wait bound: only the query's wake-up can get the keys indexed in time.
+    store = store_factory(indexDispatchDelayMs=2_000, indexQueryWaitMs=1_000)
+    for i in range(20):
+        store.put_message(msg(i, topic="Q", UNIQ_KEY=f"UNIQ{i}"))
+    assert store.dispatch_behind_bytes() > 0  # the thread is letting the puts' answers go first
+    now = int(time.time() * 1000)
+    assert [m.unique_id for m in store.query_message("Q", "UNIQ7", 10, 0, now + 60_000)] == ["UNIQ7"]
+    assert [m.body for m in store.query_message("Q", "k19", 10, 0, now + 60_000)] == [msg(19).body]
+    assert store.dispatch_behind_bytes() == 0
+    for i in range(20, 30):
+        store.put_message(msg(i, topic="Q", UNIQ_KEY=f"UNIQ{i}"))
+    store.shutdown()  # inside the delay: what was queued before the stop is still indexed
+    reopened = DefaultMessageStore(store.config, ("10.0.0.7", 8081))
+    reopened.load()
+    try:
+        found = {m.unique_id for i in range(30) for m in reopened.query_message("Q", f"UNIQ{i}", 10, 0, now + 60_000)}
+        assert found == {f"UNIQ{i}" for i in range(30)}
+    finally:
+        reopened.shutdown()
+
+
 def test_sync_flush_concurrent_writers_share_flushes(store_factory: StoreFactory) -> None:
     store = store_factory(flushDiskType=FlushDiskType.SYNC_FLUSH)
     futures = [store.put_message_async(msg(i, qid=i % 4)) for i in range(200)]

@@ -547,22 +547,17 @@ class DefaultMessageStore:
         delay = self.config.indexDispatchDelayMs / 1000
         while True:
             item = self._index_queue.get()
-            if item is None:
-                return
-            if delay > 0:
+            if delay > 0 and item is not None:
                 self._index_wake.wait(delay)
                 self._index_wake.clear()
-                while True:
-                    try:
-                        more = self._index_queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:
-                        self._build_index(item)
-                        return
-                    self._build_index(item)
-                    item = more
-            self._build_index(item)
+            while item is not None:  # this put's keys, then whatever queued meanwhile, up to a stop
+                self._build_index(item)
+                try:
+                    item = self._index_queue.get_nowait()
+                except queue.Empty:
+                    break
+            else:
+                return
 
     def _build_index(self, item: list[tuple[str, tuple[str, ...], str | None, int, int, int]]) -> None:
         keyed: list[tuple[str, str, int, int]] = []

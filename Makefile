@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy common broker namesrv oms plugins transports spark_connector
+	$(BIN)/mypy orbitmq broker namesrv oms plugins transports spark_connector
 
 unit: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)

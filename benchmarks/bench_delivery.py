@@ -17,8 +17,8 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from benchmarks.bench_e2e import OPTIONS, QUEUES, Broker
 from benchmarks.common import pct
-from common.proto import consume_pb2, consume_pb2_grpc
-from common.record import iter_records
+from orbitmq.proto import consume_pb2, consume_pb2_grpc
+from orbitmq.record import iter_records
 
 META = (("x-mq-client-id", "bench-delivery"), ("x-mq-language", "PYTHON"))
 

@@ -34,9 +34,9 @@ from benchmarks.common import (
     stamped_body,
     write_result,
 )
-from common.message_batch import BatchEntry, encode_message_batch
-from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
-from common.proto import (
+from orbitmq.message_batch import BatchEntry, encode_message_batch
+from orbitmq.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
+from orbitmq.proto import (
     admin_pb2,
     admin_pb2_grpc,
     consume_pb2,
@@ -46,8 +46,8 @@ from common.proto import (
     produce_pb2,
     produce_pb2_grpc,
 )
-from common.record import iter_records
-from common.route import QUEUE_TYPE_ATTRIBUTE, CQType
+from orbitmq.record import iter_records
+from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY_SIZE = 100

@@ -19,7 +19,7 @@ from benchmarks.common import median, pct
 from broker.store.config import FlushDiskType, MessageStoreConfig
 from broker.store.message import MessageExtBrokerInner, inner_batch_message
 from broker.store.message_store import DefaultMessageStore
-from common.message_batch import BatchEntry, encode_message_batch
+from orbitmq.message_batch import BatchEntry, encode_message_batch
 
 MIB = 1 << 20
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from broker.hookspecs import AccessRequest, Action, ResourceAccess, ResourceKind
 from broker.plugins import BrokerPlugins
-from common.v2.metadata import client_meta
+from orbitmq.v2.metadata import client_meta
 
 
 def topic(name: str, action: Action) -> ResourceAccess:

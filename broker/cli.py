@@ -17,9 +17,9 @@ from typing import Any
 
 from broker.config import BrokerConfig, load_broker_settings
 from broker.controller import BrokerController
-from common.config import ConfigError
-from common.limits import DEFAULT_NAMESRV_PORT
-from common.logging import configure_logging, get_logger
+from orbitmq.config import ConfigError
+from orbitmq.limits import DEFAULT_NAMESRV_PORT
+from orbitmq.logging import configure_logging, get_logger
 
 log = get_logger("broker.cli")
 

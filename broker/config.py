@@ -12,9 +12,9 @@ from pathlib import Path
 
 from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
-from common.config import ConfigError, build_config, load_properties
-from common.delay import DEFAULT_MESSAGE_DELAY_LEVEL
-from common.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_BODY_SIZE
+from orbitmq.config import ConfigError, build_config, load_properties
+from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
+from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_BODY_SIZE
 
 
 @dataclass

@@ -17,7 +17,7 @@ from broker.store.consume_queue_ext import CqExtUnit
 from broker.store.message import MessageExt, MessageExtBrokerInner
 from broker.store.message_store import DefaultMessageStore
 from broker.store.results import AppendMessageResult, MessageFilter
-from common.logging import get_logger
+from orbitmq.logging import get_logger
 from plugins.filters_sql92 import BloomFilter, BloomFilterData
 
 log = get_logger("broker.filter")

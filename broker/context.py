@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore
     from broker.timer_service import TimerService
     from broker.transaction_service import TransactionService
-    from common.v2.telemetry import TelemetryHub
+    from orbitmq.v2.telemetry import TelemetryHub
 
 
 @dataclass

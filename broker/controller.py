@@ -33,10 +33,10 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
-from common.logging import get_logger
-from common.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
-from common.v2.settings import SettingsPolicy
-from common.v2.telemetry import TelemetryHub
+from orbitmq.logging import get_logger
+from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
+from orbitmq.v2.settings import SettingsPolicy
+from orbitmq.v2.telemetry import TelemetryHub
 
 log = get_logger("broker.controller")
 SHUTDOWN_GRACE_S = 2.0

@@ -12,7 +12,7 @@ from rocketmq.grpc_protocol import definition_pb2
 from broker.hookspecs import FilterType
 from broker.store.consume_queue_ext import CqExtUnit
 from broker.store.message import MessageExt, tags_hash_code
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 SUB_ALL = "*"
 MAX_TAG_EXPRESSION_LENGTH = 4096

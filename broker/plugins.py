@@ -15,8 +15,8 @@ from broker import hookspecs
 from broker.hookspecs import AccessRequest, CompiledFilter, FilterRegistration
 from broker.store.message import MessageExtBrokerInner
 from broker.store.results import PutMessageResult
-from common.errors import Code, MQError
-from common.logging import get_logger
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
 
 log = get_logger("broker.plugins")
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from common import limits
-from common.errors import Code
-from common.logging import get_logger
-from common.proto import namesrv_pb2 as pb
-from common.proto import namesrv_pb2_grpc as pb_grpc
-from common.route import ClusterInfo, GroupPolicy, TopicConfig, TopicRouteData
-from common.route_proto import (
+from orbitmq import limits
+from orbitmq.errors import Code
+from orbitmq.logging import get_logger
+from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
+from orbitmq.route import ClusterInfo, GroupPolicy, TopicConfig, TopicRouteData
+from orbitmq.route_proto import (
     cluster_info_from_proto,
     group_policy_to_proto,
     route_from_proto,

@@ -21,11 +21,11 @@ from broker.pop.dlq import (
 from broker.store.message import MessageExt, MessageExtBrokerInner
 from broker.store.results import AppendMessageResult
 from broker.timer_service import to_delay_level
-from common import message_const as mc
-from common.delay import parse_delay_levels, retry_level
-from common.errors import Code, MQError
-from common.logging import get_logger
-from common.route import READ_WRITE
+from orbitmq import message_const as mc
+from orbitmq.delay import parse_delay_levels, retry_level
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.route import READ_WRITE
 
 log = get_logger("broker.retry")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from broker.json_file import read_json, write_json_atomic
-from common.errors import Code, MQError
-from common.limits import DEFAULT_CONSUMER_RETRY_MAX_TIMES
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import DEFAULT_CONSUMER_RETRY_MAX_TIMES
 
 
 @dataclass

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 from broker.json_file import read_json, write_json_atomic
 from broker.store.message import MessageExt, MessageExtBrokerInner
-from common import message_const as mc
-from common.delay import clamp_level
-from common.errors import Code, MQError
-from common.logging import get_logger
+from orbitmq import message_const as mc
+from orbitmq.delay import clamp_level
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
 
 if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.json_file import read_json, write_json_atomic
-from common.config import ConfigError
-from common.errors import Code, MQError
-from common.route import QUEUE_TYPE_ATTRIBUTE, READ_WRITE, CQType, PermName, TopicConfig, TopicMessageType
+from orbitmq.config import ConfigError
+from orbitmq.errors import Code, MQError
+from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, READ_WRITE, CQType, PermName, TopicConfig, TopicMessageType
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 

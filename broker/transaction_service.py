@@ -22,14 +22,14 @@ from broker.store.message import (
     MessageExt,
     MessageExtBrokerInner,
 )
-from common import message_const as mc
-from common.errors import Code, MQError
-from common.logging import get_logger
-from common.msgid import decode_offset_message_id
+from orbitmq import message_const as mc
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.msgid import decode_offset_message_id
 
 if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore
-    from common.v2.telemetry import TelemetryHub
+    from orbitmq.v2.telemetry import TelemetryHub
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"

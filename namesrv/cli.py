@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from common.config import ConfigError, build_config, load_properties
-from common.logging import configure_logging, get_logger
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
+from orbitmq.config import ConfigError, build_config, load_properties
+from orbitmq.logging import configure_logging, get_logger
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -1,13 +1,13 @@
 """Name server configuration (RocketMQ ``NamesrvConfig`` keys, camelCase as in ``namesrv.conf``).
 
-Read from a properties file with ``common.config.build_config``; CLI flags override file values.
+Read from a properties file with ``orbitmq.config.build_config``; CLI flags override file values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common import limits
+from orbitmq import limits
 
 
 @dataclass

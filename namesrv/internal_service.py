@@ -10,12 +10,12 @@ from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.logging import get_logger
-from common.proto import namesrv_pb2 as pb
-from common.proto import namesrv_pb2_grpc as pb_grpc
-from common.route_proto import broker_data_to_proto, queue_data_to_proto
 from namesrv.kv_config import KVConfigManager
 from namesrv.route_info import RouteInfoManager
+from orbitmq.logging import get_logger
+from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
+from orbitmq.route_proto import broker_data_to_proto, queue_data_to_proto
 
 log = get_logger("namesrv")
 

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from common.proto import namesrv_pb2 as pb
-from common.route import (
+from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.route import (
     MASTER_ID,
     READ_WRITE,
     BrokerData,
@@ -20,7 +20,7 @@ from common.route import (
     TopicMessageType,
     TopicRouteData,
 )
-from common.route_proto import group_policy_from_proto, topic_config_from_proto
+from orbitmq.route_proto import group_policy_from_proto, topic_config_from_proto
 
 AUTO_CREATE_TOPIC = "TBW102"  # RocketMQ's template topic for auto-creation
 

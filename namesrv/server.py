@@ -11,16 +11,16 @@ import contextlib
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
-from common import limits
-from common.logging import get_logger
-from common.proto import namesrv_pb2_grpc as pb_grpc
-from common.v2.settings import SettingsPolicy
-from common.v2.telemetry import TelemetryHub
 from namesrv.config import NamesrvConfig
 from namesrv.internal_service import NameServerService
 from namesrv.kv_config import KVConfigManager
 from namesrv.route_info import RouteInfoManager
 from namesrv.v2_service import NamesrvMessagingService
+from orbitmq import limits
+from orbitmq.logging import get_logger
+from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
+from orbitmq.v2.settings import SettingsPolicy
+from orbitmq.v2.telemetry import TelemetryHub
 
 log = get_logger("namesrv")
 

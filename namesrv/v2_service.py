@@ -12,16 +12,16 @@ from typing import Any
 import grpc
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
-from common import limits
-from common.errors import MQError
-from common.logging import get_logger
-from common.route import TopicRouteData
-from common.v2.metadata import client_meta
-from common.v2.routes import message_queues, route_assignments
-from common.v2.status import ok_status, status, status_from_error
-from common.v2.telemetry import TelemetryHub
-from common.validation import validate_group, validate_topic
 from namesrv.route_info import RouteInfoManager
+from orbitmq import limits
+from orbitmq.errors import MQError
+from orbitmq.logging import get_logger
+from orbitmq.route import TopicRouteData
+from orbitmq.v2.metadata import client_meta
+from orbitmq.v2.routes import message_queues, route_assignments
+from orbitmq.v2.status import ok_status, status, status_from_error
+from orbitmq.v2.telemetry import TelemetryHub
+from orbitmq.validation import validate_group, validate_topic
 
 log = get_logger("namesrv.v2")
 

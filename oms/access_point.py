@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from common.errors import Code
 from oms.client.core import Runtime
 from oms.client.endpoints import Endpoint
 from oms.client.headers import Credentials
@@ -25,6 +24,7 @@ from oms.keyvalue import KeyValue
 from oms.plugins import ClientPluginManager
 from oms.url import AccessPointURL, parse_access_point
 from oms.version import CLIENT_VERSION
+from orbitmq.errors import Code
 
 if TYPE_CHECKING:
     from oms.admin.manager import ResourceManager

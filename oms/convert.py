@@ -1,6 +1,6 @@
 """``BytesMessage`` <-> v2 ``Message``: the explicit header mappings (tag, keys, delay, message group, TTL...).
 
-Outbound validation reuses ``common.validation`` so the client refuses what the broker would, before sending.
+Outbound validation reuses ``orbitmq.validation`` so the client refuses what the broker would, before sending.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from google.protobuf import timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2
 
-from common import message_const as mc
-from common.errors import Code, MQError
-from common.limits import MAX_DELAY_TIME_MS
-from common.validation import (
+from oms.client.identity import new_message_id
+from oms.errors import OMSMessageFormatException, OMSNotSupportedException, from_mq_error
+from oms.keys import BuiltinKeys, NonStandardKeys
+from oms.message import BytesMessage
+from orbitmq import message_const as mc
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_DELAY_TIME_MS
+from orbitmq.validation import (
     validate_body,
     validate_keys,
     validate_message_group,
@@ -25,10 +29,6 @@ from common.validation import (
     validate_topic,
     validate_user_properties,
 )
-from oms.client.identity import new_message_id
-from oms.errors import OMSMessageFormatException, OMSNotSupportedException, from_mq_error
-from oms.keys import BuiltinKeys, NonStandardKeys
-from oms.message import BytesMessage
 
 # RocketMQ's default messageDelayLevel: level n waits DELAY_LEVELS_S[n - 1] seconds.
 DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)

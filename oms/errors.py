@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import grpc
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 
 class OMSException(Exception):
@@ -106,7 +106,7 @@ def exception_for(code: int, message: str) -> OMSException:
 
 
 def from_mq_error(error: MQError) -> OMSException:
-    """A shared validation error (``common.validation``) as the OMS exception of the same code."""
+    """A shared validation error (``orbitmq.validation``) as the OMS exception of the same code."""
     return exception_for(int(error.code), error.message)
 
 

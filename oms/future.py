@@ -10,8 +10,8 @@ import logging
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from common.errors import Code
 from oms.errors import OMSTimeOutException
+from orbitmq.errors import Code
 
 V = TypeVar("V")
 log = logging.getLogger("oms.future")

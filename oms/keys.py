@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from common.message_const import PROPERTY_CLIENT_DELAY_LEVEL
+from orbitmq.message_const import PROPERTY_CLIENT_DELAY_LEVEL
 
 
 class BuiltinKeys:
@@ -78,7 +78,7 @@ class NonStandardKeys:
     # message keys (sys or user headers)
     TAGS: Final = "rmq.tags"
     KEYS: Final = "rmq.keys"
-    DELAY_TIME_LEVEL: Final = PROPERTY_CLIENT_DELAY_LEVEL  # the broker reads it too (common/message_const.py)
+    DELAY_TIME_LEVEL: Final = PROPERTY_CLIENT_DELAY_LEVEL  # the broker reads it too (orbitmq/message_const.py)
     SHARDING_KEY: Final = "rmq.sharding.key"
 
 

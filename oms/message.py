@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar, overload
 
-from common import message_const as mc
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.keyvalue import KeyValue
+from orbitmq import message_const as mc
 
 T = TypeVar("T", bytes, str)
 

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any, TextIO
 
 import oms
-from common.errors import Code
 from oms.admin import models as m
 from oms.admin.manager import ResourceManager
 from oms.consumer.pull import PullConsumer, PullStatus
@@ -24,6 +23,7 @@ from oms.errors import OMSException, OMSRuntimeException
 from oms.message import BytesMessage
 from oms.queue import ANY_QUEUE, MessageQueue
 from oms.url import NAMESRV_ENV
+from orbitmq.errors import Code
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # the command reached the servers (or tried to) and failed

@@ -9,8 +9,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from common.errors import Code
 from oms.errors import OMSRuntimeException
+from orbitmq.errors import Code
 
 _URL = re.compile(r"^oms:(?P<driver>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]]+):(?P<port>\d{1,5})$")

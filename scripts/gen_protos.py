@@ -1,4 +1,4 @@
-"""Regenerate the internal protocol modules in ``common/proto`` from their ``.proto`` files.
+"""Regenerate the internal protocol modules in ``orbitmq/proto`` from their ``.proto`` files.
 
 Run through ``make protos``; ``tests/test_protos_fresh.py`` fails when the committed output is stale.
 """
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def generate(out_dir: Path) -> list[Path]:
-    protos = sorted((ROOT / "common" / "proto").glob("*.proto"))
+    protos = sorted((ROOT / "orbitmq" / "proto").glob("*.proto"))
     for proto in protos:
         args = [
             "grpc_tools.protoc",

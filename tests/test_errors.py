@@ -1,6 +1,6 @@
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 
 def test_code_matches_protocol_bindings():

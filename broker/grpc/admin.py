@@ -15,11 +15,11 @@ from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.store.message import MessageExt
 from broker.subscription_group_manager import SubscriptionGroupConfig
-from common.errors import Code, MQError
-from common.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
-from common.proto import admin_pb2, admin_pb2_grpc
-from common.route import TopicConfig, TopicMessageType
-from common.validation import validate_group, validate_topic
+from orbitmq.errors import Code, MQError
+from orbitmq.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.route import TopicConfig, TopicMessageType
+from orbitmq.validation import validate_group, validate_topic
 
 MAX_QUERY_MESSAGES = 64
 

@@ -14,8 +14,8 @@ from google.protobuf import timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2
 
 from broker.store.message import COMPRESSED_FLAG, TRANSACTION_PREPARED_TYPE, MessageExt, MessageExtBrokerInner
-from common import message_const as mc
-from common.validation import MessageKind
+from orbitmq import message_const as mc
+from orbitmq.validation import MessageKind
 
 # Never echoed into user_properties on delivery.
 _HIDDEN_PROPERTIES = mc.SYSTEM_PROPERTY_KEYS | {mc.PROPERTY_DLQ_ORIGIN_TOPIC, mc.PROPERTY_DLQ_ORIGIN_MESSAGE_ID}

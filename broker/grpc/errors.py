@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from common.errors import Code, MQError
-from common.logging import get_logger
-from common.v2.status import status
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.v2.status import status
 
 R = TypeVar("R")
 StatusFactory = Callable[[int, str], Any]

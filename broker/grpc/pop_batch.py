@@ -18,8 +18,8 @@ from broker.grpc.errors import guarded
 from broker.hookspecs import Action
 from broker.pop.receipt import encode_handles
 from broker.pop.service import Popped, PopService
-from common.errors import Code, MQError
-from common.proto import pop_pb2, pop_pb2_grpc
+from orbitmq.errors import Code, MQError
+from orbitmq.proto import pop_pb2, pop_pb2_grpc
 
 
 def _status(code: int, message: str = "") -> pop_pb2.Status:

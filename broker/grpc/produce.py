@@ -21,19 +21,19 @@ from broker.grpc.servicer import _peer
 from broker.hookspecs import Action
 from broker.store.message import MessageExtBrokerInner, inner_batch_message, tags_hash_code
 from broker.store.results import PutMessageResult, PutResults
-from common import message_const as mc
-from common.errors import Code, MQError
-from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
-from common.message_batch import (
+from orbitmq import message_const as mc
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from orbitmq.message_batch import (
     BatchEntry,
     ScannedBatch,
     decode_message_batch,
     encode_message_batch,
     scan_message_batch,
 )
-from common.proto import produce_pb2, produce_pb2_grpc
-from common.route import CQType, PermName, TopicConfig, TopicMessageType
-from common.validation import (
+from orbitmq.proto import produce_pb2, produce_pb2_grpc
+from orbitmq.route import CQType, PermName, TopicConfig, TopicMessageType
+from orbitmq.validation import (
     PLAIN_BATCH_PROPERTIES,
     MessageKind,
     check_message_type,

@@ -15,11 +15,11 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2
 from broker.context import BrokerContext
 from broker.grpc.convert import timestamp_to_ms, to_v2_message
 from broker.store.results import GetMessageStatus
-from common.errors import Code, MQError
-from common.limits import MAX_PULL_BATCH_SIZE
-from common.route import PermName, TopicConfig
-from common.v2.status import ok_status, status
-from common.validation import validate_group, validate_topic
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_PULL_BATCH_SIZE
+from orbitmq.route import PermName, TopicConfig
+from orbitmq.v2.status import ok_status, status
+from orbitmq.validation import validate_group, validate_topic
 
 DEFAULT_PULL_BATCH = 32
 # Finish a long poll this long before the client's deadline so it never times out on its own.

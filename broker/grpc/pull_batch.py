@@ -23,11 +23,11 @@ from broker.pop.dlq import RETRY_GROUP_TOPIC_PREFIX
 from broker.queue_lock_manager import QueueLockManager
 from broker.retry_service import RetryService
 from broker.store.results import GetMessageStatus
-from common.errors import Code, MQError
-from common.limits import MAX_PULL_BATCH_SIZE
-from common.logging import get_logger
-from common.proto import consume_pb2, consume_pb2_grpc
-from common.validation import validate_group, validate_topic
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_PULL_BATCH_SIZE
+from orbitmq.logging import get_logger
+from orbitmq.proto import consume_pb2, consume_pb2_grpc
+from orbitmq.validation import validate_group, validate_topic
 
 log = get_logger("broker.pull_batch")
 

@@ -17,13 +17,13 @@ from broker.store.message import java_string_hash
 from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.timer_service import deliver_ms_of, encode_recall_handle, to_delay_level, to_schedule
 from broker.transaction_service import to_half
-from common import message_const as mc
-from common.delay import client_delay_level, parse_delay_levels
-from common.errors import Code, MQError
-from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
-from common.route import PermName, TopicConfig, TopicMessageType
-from common.v2.status import ok_status, status, status_from_error
-from common.validation import (
+from orbitmq import message_const as mc
+from orbitmq.delay import client_delay_level, parse_delay_levels
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from orbitmq.route import PermName, TopicConfig, TopicMessageType
+from orbitmq.v2.status import ok_status, status, status_from_error
+from orbitmq.validation import (
     MessageKind,
     check_message_type,
     validate_body,

@@ -18,13 +18,13 @@ from broker.grpc.send import SendService
 from broker.hookspecs import Action
 from broker.routing import assignments_for, topic_route
 from broker.timer_service import decode_recall_handle
-from common.errors import Code, MQError
-from common.logging import get_logger
-from common.v2.metadata import client_meta
-from common.v2.routes import message_queues
-from common.v2.settings import CONSUMER_TYPES
-from common.v2.status import ok_status, status
-from common.validation import validate_group, validate_topic
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.v2.metadata import client_meta
+from orbitmq.v2.routes import message_queues
+from orbitmq.v2.settings import CONSUMER_TYPES
+from orbitmq.v2.status import ok_status, status
+from orbitmq.validation import validate_group, validate_topic
 
 if TYPE_CHECKING:
     from broker.pop.service import PopService

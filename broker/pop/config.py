@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from common.config import build_config
-from common.limits import MIB
+from orbitmq.config import build_config
+from orbitmq.limits import MIB
 
 HOUR_MS = 3600 * 1000
 

@@ -12,7 +12,7 @@ from broker.store.message import (
     MessageExt,
     MessageExtBrokerInner,
 )
-from common import message_const as mc
+from orbitmq import message_const as mc
 
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.pop.state import PopState, Record
-from common.logging import get_logger
+from orbitmq.logging import get_logger
 
 log = get_logger("broker.pop.journal")
 

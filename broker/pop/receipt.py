@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 HANDLE_VERSION = 2
 _PREFIX = "OMQ2."

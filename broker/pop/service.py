@@ -25,14 +25,14 @@ from broker.pop.receipt import ReceiptHandle, check_scope, decode, decode_for
 from broker.pop.state import Delivery, InFlight, PopState, QueueKey
 from broker.store.message import MessageExt
 from broker.store.results import GetMessageStatus, MessageFilter
-from common import message_const as mc
-from common.errors import Code, MQError
-from common.logging import get_logger
-from common.route import READ_WRITE, PermName
-from common.v2.metadata import client_meta
-from common.v2.status import internal_error_status, ok_status, status, status_from_error
-from common.v2.telemetry import ClientEvent, ClientInfo
-from common.validation import validate_group, validate_topic
+from orbitmq import message_const as mc
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.route import READ_WRITE, PermName
+from orbitmq.v2.metadata import client_meta
+from orbitmq.v2.status import internal_error_status, ok_status, status, status_from_error
+from orbitmq.v2.telemetry import ClientEvent, ClientInfo
+from orbitmq.validation import validate_group, validate_topic
 
 log = get_logger("broker.pop")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from broker.pop.receipt import ReceiptHandle, encode_handle
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 Record = dict[str, Any]
 QueueKey = tuple[str, str, int]

@@ -23,15 +23,15 @@ from broker.store.message import (
     MessageExtBrokerInner,
     tags_hash_code,
 )
-from common.message_batch import ENTRY_HEAD as INNER_HEAD
-from common.message_batch import MIN_ENTRY_SIZE as INNER_MIN_SIZE
-from common.message_batch import PROPS_LEN as INNER_PROPS_LEN
-from common.message_const import PROPERTY_KEYS as KEYS
-from common.message_const import PROPERTY_TAGS as TAGS
-from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
+from orbitmq.message_batch import ENTRY_HEAD as INNER_HEAD
+from orbitmq.message_batch import MIN_ENTRY_SIZE as INNER_MIN_SIZE
+from orbitmq.message_batch import PROPS_LEN as INNER_PROPS_LEN
+from orbitmq.message_const import PROPERTY_KEYS as KEYS
+from orbitmq.message_const import PROPERTY_TAGS as TAGS
+from orbitmq.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
 
-# The layout itself lives in common/record.py: clients of the batched pull decode the same bytes.
-from common.record import (
+# The layout itself lives in orbitmq/record.py: clients of the batched pull decode the same bytes.
+from orbitmq.record import (
     BLANK,
     BLANK_MAGIC_CODE,
     HEADER,
@@ -433,7 +433,7 @@ def decode(buf: memoryview | bytes | bytearray, pos: int = 0) -> MessageExt:
 
 # ---------------------------------------------------------------------- inner batches
 # An inner-batch record (sys flag INNER_BATCH_FLAG) holds the messages of one SendBatch request as its body, in the
-# MessageBatch layout (common/message_batch.py), and takes one queue offset per message from its own queue offset
+# MessageBatch layout (orbitmq/message_batch.py), and takes one queue offset per message from its own queue offset
 # on. Readers never see it whole: every read path hands out its messages one by one (RocketMQ 5 leaves the
 # unwrapping to the client; here it stays in the broker so that every consumer and protocol works unchanged).
 

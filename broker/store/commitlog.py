@@ -12,7 +12,7 @@ from broker.store.codec import RecordInfo, ScanStatus
 from broker.store.config import MessageStoreConfig
 from broker.store.mapped_file import MappedFileQueue
 from broker.store.message import MessageExt
-from common.record import OFF_STORE_TIMESTAMP
+from orbitmq.record import OFF_STORE_TIMESTAMP
 
 
 class CommitLog:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from common.limits import GIB, MAX_MESSAGE_BODY_SIZE
+from orbitmq.limits import GIB, MAX_MESSAGE_BODY_SIZE
 
 CQ_UNIT_SIZE = 20
 

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from common import message_const as mc
-from common.msgid import create_offset_message_id
+from orbitmq import message_const as mc
+from orbitmq.msgid import create_offset_message_id
 
 # sys flag bits (RocketMQ MessageSysFlag)
 COMPRESSED_FLAG = 0x1

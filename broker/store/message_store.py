@@ -39,8 +39,8 @@ from broker.store.results import (
     PutMessageStatus,
     PutResults,
 )
-from common import message_const as mc
-from common.record import OFF_QUEUE_OFFSET, OFF_SYS_FLAG
+from orbitmq import message_const as mc
+from orbitmq.record import OFF_QUEUE_OFFSET, OFF_SYS_FLAG
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Protocol, overload
 
 from broker.store.consume_queue_ext import CqExtUnit
 from broker.store.message import MessageExt, MessageExtBrokerInner
-from common.msgid import create_offset_message_id
+from orbitmq.msgid import create_offset_message_id
 
 
 class PutMessageStatus(Enum):

@@ -16,13 +16,6 @@ import grpc
 import grpc.aio
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common.errors import Code, MQError
-from common.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
-from common.proto import admin_pb2, admin_pb2_grpc
-from common.proto import namesrv_pb2 as ns_pb
-from common.proto import namesrv_pb2_grpc as ns_grpc
-from common.route import QUEUE_TYPE_ATTRIBUTE, CQType, TopicMessageType
-from common.validation import validate_group, validate_topic
 from oms.admin import models as m
 from oms.client.core import Runtime
 from oms.client.endpoints import Endpoint
@@ -42,6 +35,13 @@ from oms.errors import (
 )
 from oms.producer.result import STATUS_OF_CODE
 from oms.url import parse_hosts
+from orbitmq.errors import Code, MQError
+from orbitmq.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import namesrv_pb2 as ns_pb
+from orbitmq.proto import namesrv_pb2_grpc as ns_grpc
+from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType, TopicMessageType
+from orbitmq.validation import validate_group, validate_topic
 
 log = logging.getLogger("oms.admin")
 
@@ -108,7 +108,7 @@ def check(code: int, message: str, what: str) -> None:
 
 
 def validated(rule: Callable[..., None], *args: Any, **kwargs: Any) -> None:
-    """Run a shared ``common.validation`` rule; its MQError becomes the OMS exception of the same code."""
+    """Run a shared ``orbitmq.validation`` rule; its MQError becomes the OMS exception of the same code."""
     try:
         rule(*args, **kwargs)
     except MQError as exc:

@@ -12,7 +12,6 @@ from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from common.errors import Code
 from oms.admin import models as m
 from oms.admin.core import (
     DEFAULT_PERM,
@@ -27,6 +26,7 @@ from oms.admin.core import (
 from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
 from oms.keys import OMSBuiltinKeys
 from oms.keyvalue import KeyValue
+from orbitmq.errors import Code
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common import message_const as mc
-from common.route import PermName
+from orbitmq import message_const as mc
+from orbitmq.route import PermName
 
 DLQ_PREFIX = "%DLQ%"
 RETRY_PREFIX = "%RETRY%"

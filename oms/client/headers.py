@@ -1,6 +1,6 @@
 """The metadata headers of every v2 call: client id, language, protocol, namespace, request id, signature.
 
-Signing (x-mq-date-time + authorization) is ``common.v2.signature.signing_metadata``, used when credentials exist.
+Signing (x-mq-date-time + authorization) is ``orbitmq.v2.signature.signing_metadata``, used when credentials exist.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.errors import Code
-from common.v2 import metadata as md
 from oms.errors import OMSSecurityException
 from oms.version import CLIENT_VERSION
+from orbitmq.errors import Code
+from orbitmq.v2 import metadata as md
 
 Signer = Callable[..., list[tuple[str, str]]]
 
@@ -27,7 +27,7 @@ class Credentials:
 def _load_signer() -> Signer:
     # Imported lazily: the module is optional until a client actually has credentials.
     try:
-        from common.v2.signature import signing_metadata
+        from orbitmq.v2.signature import signing_metadata
     except ImportError as exc:
         raise OMSSecurityException(
             Code.UNAUTHORIZED, f"credentials were given but request signing is unavailable: {exc}"

@@ -12,10 +12,10 @@ import grpc
 import grpc.aio
 from rocketmq.grpc_protocol import definition_pb2, service_pb2_grpc
 
-from common.errors import Code
 from oms.client.endpoints import Endpoint
 from oms.client.headers import HeaderBuilder
 from oms.errors import OMSRuntimeException, exception_for, from_rpc_error
+from orbitmq.errors import Code
 
 log = logging.getLogger("oms.client.rpc")
 

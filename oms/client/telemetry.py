@@ -14,9 +14,9 @@ import grpc
 import grpc.aio
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common.errors import Code
 from oms.client.endpoints import Endpoint
 from oms.client.rpc import Rpc
+from orbitmq.errors import Code
 
 log = logging.getLogger("oms.client.telemetry")
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code
 from oms.consumer.base import RUN_GUARD_S
 from oms.consumer.config import MAX_RECEIVE_BATCH
 from oms.consumer.selector import MessageSelector
@@ -21,6 +20,7 @@ from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutExcepti
 from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
+from orbitmq.errors import Code
 
 if TYPE_CHECKING:
     from oms.consumer.pull import PullConsumer, PullResult

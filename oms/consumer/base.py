@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common.errors import Code
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.client.identity import local_host
@@ -27,6 +26,7 @@ from oms.keyvalue import KeyValue
 from oms.plugins import ClientPluginManager, Hooks
 from oms.queue import MessageQueue
 from oms.version import CLIENT_VERSION
+from orbitmq.errors import Code
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code
 from oms.client.core import ClientCore
 from oms.consumer.calls import ConsumerCalls, PullBatchError, QueueRef
 from oms.consumer.config import PULL_LONG_POLLING_MS, ConsumerConfig
@@ -32,6 +31,7 @@ from oms.errors import OMSException
 from oms.message import BytesMessage
 from oms.plugins import Hooks
 from oms.queue import MessageQueue
+from orbitmq.errors import Code
 
 log = logging.getLogger("oms.consumer.broadcasting")
 

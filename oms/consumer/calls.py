@@ -16,10 +16,6 @@ import grpc.aio
 from google.protobuf import duration_pb2, timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common import message_const as mc
-from common.errors import Code
-from common.proto import consume_pb2, consume_pb2_grpc, pop_pb2, pop_pb2_grpc
-from common.record import RecordFormatError, iter_records
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.client.rpc import check_status
@@ -31,6 +27,10 @@ from oms.errors import OMSResourceNotExistException, OMSRuntimeException, except
 from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
+from orbitmq import message_const as mc
+from orbitmq.errors import Code
+from orbitmq.proto import consume_pb2, consume_pb2_grpc, pop_pb2, pop_pb2_grpc
+from orbitmq.record import RecordFormatError, iter_records
 
 log = logging.getLogger("oms.consumer.calls")
 S = TypeVar("S")

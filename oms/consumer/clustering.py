@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code
-from common.limits import CONSUMER_BACKOFF_S, DEFAULT_LONG_POLLING_TIMEOUT_S
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.calls import ConsumerCalls, QueueRef, Receipt, code_name
@@ -39,6 +37,8 @@ from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.plugins import Hooks
 from oms.queue import MessageQueue
+from orbitmq.errors import Code
+from orbitmq.limits import CONSUMER_BACKOFF_S, DEFAULT_LONG_POLLING_TIMEOUT_S
 
 log = logging.getLogger("oms.consumer.clustering")
 

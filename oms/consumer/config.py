@@ -13,11 +13,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
-from common.errors import Code, MQError
-from common.validation import validate_group
 from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import NonStandardKeys, OMSBuiltinKeys, attribute_key
 from oms.keyvalue import KeyValue
+from orbitmq.errors import Code, MQError
+from orbitmq.validation import validate_group
 
 MIB = 1024 * 1024
 

@@ -28,9 +28,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from common import message_const as mc
-from common.errors import Code
-from common.record import RecordFormatError, iter_records
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.calls import ConsumerCalls, PullBatchError, QueueRef
@@ -43,6 +40,9 @@ from oms.errors import OMSException, OMSRuntimeException
 from oms.message import BytesMessage
 from oms.plugins import Hooks
 from oms.queue import MessageQueue
+from orbitmq import message_const as mc
+from orbitmq.errors import Code
+from orbitmq.record import RecordFormatError, iter_records
 
 log = logging.getLogger("oms.consumer.offset")
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.base import ConsumerBase
@@ -32,6 +31,7 @@ from oms.keys import BuiltinKeys, OMSBuiltinKeys
 from oms.keyvalue import KeyValue
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
+from orbitmq.errors import Code
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint

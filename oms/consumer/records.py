@@ -11,9 +11,13 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from common import message_const as mc
-from common.errors import Code
-from common.record import (
+from oms.errors import OMSRuntimeException
+from oms.keys import BuiltinKeys, NonStandardKeys
+from oms.keyvalue import KeyValue
+from oms.message import BytesMessage
+from orbitmq import message_const as mc
+from orbitmq.errors import Code
+from orbitmq.record import (
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC_CODE,
@@ -22,10 +26,6 @@ from common.record import (
     RecordView,
     decode_properties,
 )
-from oms.errors import OMSRuntimeException
-from oms.keys import BuiltinKeys, NonStandardKeys
-from oms.keyvalue import KeyValue
-from oms.message import BytesMessage
 
 COMPRESSED_FLAG = 0x1
 # a record as decode_records keeps it: header fields, topic, stored body, raw properties, record size

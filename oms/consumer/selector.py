@@ -10,8 +10,8 @@ from enum import StrEnum
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code
 from oms.errors import OMSMessageFormatException
+from orbitmq.errors import Code
 
 SUB_ALL = "*"
 MAX_EXPRESSION_LENGTH = 4096

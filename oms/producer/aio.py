@@ -16,8 +16,6 @@ from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from common.errors import Code
-from common.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage
 from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
@@ -25,6 +23,8 @@ from oms.message import BytesMessage
 from oms.producer.producer import RUN_GUARD_S, split_batches
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
+from orbitmq.errors import Code
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 
 if TYPE_CHECKING:
     from oms.producer.producer import Producer

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common.errors import Code
-from common.limits import MAX_BATCH_SIZE, MAX_MESSAGE_BODY_SIZE, MAX_SEND_BATCH_MESSAGES
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.client.identity import local_host, new_message_id
@@ -59,6 +57,8 @@ from oms.producer.transaction import (
 )
 from oms.queue import ANY_QUEUE, MessageQueue
 from oms.version import CLIENT_VERSION
+from orbitmq.errors import Code
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_MESSAGE_BODY_SIZE, MAX_SEND_BATCH_MESSAGES
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint

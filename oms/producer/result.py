@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from common.errors import Code
 from oms.queue import MessageQueue
+from orbitmq.errors import Code
 
 
 class SendStatus(StrEnum):

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code
 from oms.errors import OMSTransactionException
 from oms.message import BytesMessage
 from oms.producer.result import SendResult, TransactionResolution
+from orbitmq.errors import Code
 
 if TYPE_CHECKING:
     from oms.producer.producer import Producer

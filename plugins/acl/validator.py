@@ -31,9 +31,9 @@ from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
-from common.errors import Code, MQError
-from common.v2.metadata import AUTHORIZATION, DATE_TIME
-from common.v2.signature import AUTH_ALGORITHM, parse_authorization, verify
+from orbitmq.errors import Code, MQError
+from orbitmq.v2.metadata import AUTHORIZATION, DATE_TIME
+from orbitmq.v2.signature import AUTH_ALGORITHM, parse_authorization, verify
 from plugins.acl.config import Account, AclConfig, Perm, check_permission
 from plugins.acl.watcher import CHECK_INTERVAL_S, AclFileWatcher
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 # Long expressions are echoed shortened in error messages: the position already says where to look.
 _ECHO_LIMIT = 120

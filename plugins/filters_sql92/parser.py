@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from enum import Enum, auto
 
-from common.errors import MQError
+from orbitmq.errors import MQError
 from plugins.filters_sql92.lexer import Token, TokenKind, filter_error, tokenize
 from plugins.filters_sql92.nodes import (
     And,

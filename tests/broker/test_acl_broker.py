@@ -12,9 +12,9 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 import oms
-from common.message_batch import BatchEntry, encode_message_batch
-from common.proto import admin_pb2, admin_pb2_grpc, pop_pb2, pop_pb2_grpc, produce_pb2, produce_pb2_grpc
-from common.v2.signature import signing_metadata
+from orbitmq.message_batch import BatchEntry, encode_message_batch
+from orbitmq.proto import admin_pb2, admin_pb2_grpc, pop_pb2, pop_pb2_grpc, produce_pb2, produce_pb2_grpc
+from orbitmq.v2.signature import signing_metadata
 from tests.broker.v2client import METADATA, message
 from tests.pop.client_helpers import receive_until
 

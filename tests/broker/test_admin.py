@@ -8,7 +8,7 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import message, raw_client
 
 OK = definition_pb2.Code.OK

@@ -9,7 +9,7 @@ import pytest
 
 from broker.cli import tune_gc
 from broker.config import load_broker_settings
-from common.config import ConfigError
+from orbitmq.config import ConfigError
 
 
 @pytest.fixture

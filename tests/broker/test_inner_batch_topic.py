@@ -11,9 +11,9 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.message_batch import BatchEntry, encode_message_batch
-from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
-from common.proto import (
+from orbitmq.message_batch import BatchEntry, encode_message_batch
+from orbitmq.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
+from orbitmq.proto import (
     admin_pb2,
     admin_pb2_grpc,
     consume_pb2,
@@ -23,7 +23,7 @@ from common.proto import (
     produce_pb2,
     produce_pb2_grpc,
 )
-from common.record import iter_records
+from orbitmq.record import iter_records
 from tests.broker.v2client import METADATA, raw_client
 from tests.pop.client_helpers import receive_until, simple_consumer
 

@@ -10,9 +10,9 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
-from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
-from common.proto import pop_pb2, pop_pb2_grpc
-from common.record import iter_records
+from orbitmq.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
+from orbitmq.proto import pop_pb2, pop_pb2_grpc
+from orbitmq.record import iter_records
 from tests.broker.v2client import METADATA, message, raw_client
 
 Code = definition_pb2.Code

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from rocketmq.grpc_protocol import definition_pb2
 
 from broker.grpc.produce import validate_batch_message
-from common.errors import MQError
-from common.message_batch import BatchEntry, decode_message_batch, encode_message_batch, scan_message_batch
-from common.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
-from common.proto import admin_pb2, admin_pb2_grpc, consume_pb2, consume_pb2_grpc, produce_pb2, produce_pb2_grpc
-from common.record import iter_records
-from common.validation import PLAIN_BATCH_PROPERTIES
+from orbitmq.errors import MQError
+from orbitmq.message_batch import BatchEntry, decode_message_batch, encode_message_batch, scan_message_batch
+from orbitmq.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ
+from orbitmq.proto import admin_pb2, admin_pb2_grpc, consume_pb2, consume_pb2_grpc, produce_pb2, produce_pb2_grpc
+from orbitmq.record import iter_records
+from orbitmq.validation import PLAIN_BATCH_PROPERTIES
 
 Code = definition_pb2.Code
 

@@ -1,4 +1,4 @@
-"""``Consume/PullBatch``: stored records in one response, decodable with ``common.record``; filters, long
+"""``Consume/PullBatch``: stored records in one response, decodable with ``orbitmq.record``; filters, long
 polling, offsets and bad input behave as for v2 PullMessage."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.proto import consume_pb2, consume_pb2_grpc
-from common.record import RecordFormatError, iter_records
+from orbitmq.proto import consume_pb2, consume_pb2_grpc
+from orbitmq.record import RecordFormatError, iter_records
 from tests.broker.v2client import message, raw_client
 
 OK = definition_pb2.Code.OK

@@ -9,7 +9,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 from broker.queue_lock_manager import QueueLockManager
-from common.proto import consume_pb2, consume_pb2_grpc
+from orbitmq.proto import consume_pb2, consume_pb2_grpc
 from tests.broker.v2client import message, raw_client
 
 OK = definition_pb2.Code.OK

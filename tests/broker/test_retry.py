@@ -10,8 +10,8 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.proto import admin_pb2, admin_pb2_grpc, consume_pb2, consume_pb2_grpc
-from common.record import RecordView, iter_records
+from orbitmq.proto import admin_pb2, admin_pb2_grpc, consume_pb2, consume_pb2_grpc
+from orbitmq.record import RecordView, iter_records
 from tests.broker.v2client import message, raw_client
 
 OK = definition_pb2.Code.OK

@@ -12,9 +12,9 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 from broker.topic_config_manager import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicConfigManager, settle_queue_type
-from common.errors import Code, MQError
-from common.proto import admin_pb2, admin_pb2_grpc
-from common.route import QUEUE_TYPE_ATTRIBUTE, CQType, PermName, TopicConfig
+from orbitmq.errors import Code, MQError
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType, PermName, TopicConfig
 from tests.broker.v2client import raw_client
 
 OK = definition_pb2.Code.OK
@@ -155,7 +155,7 @@ def test_a_hand_edited_bad_queue_type_stops_the_broker_naming_the_topic(tmp_path
     import subprocess
     import sys
 
-    from common.config import ConfigError
+    from orbitmq.config import ConfigError
     from tests.procs import free_port
 
     store = tmp_path / "store"

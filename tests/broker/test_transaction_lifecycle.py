@@ -14,7 +14,7 @@ import pytest
 from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker, TransactionResolution
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import raw_client
 from tests.procs import wait_until
 

@@ -15,9 +15,9 @@ from broker.store.config import FlushDiskType
 from broker.store.message import tags_hash_code
 from broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
-from common.errors import Code, MQError
-from common.route import PermName
-from common.validation import (
+from orbitmq.errors import Code, MQError
+from orbitmq.route import PermName
+from orbitmq.validation import (
     MessageKind,
     check_message_type,
     validate_group,

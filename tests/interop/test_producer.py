@@ -69,7 +69,7 @@ def test_official_producer_through_name_server(broker_factory):
 def test_official_producer_fifo_topic(broker):
     import grpc
 
-    from common.proto import admin_pb2, admin_pb2_grpc
+    from orbitmq.proto import admin_pb2, admin_pb2_grpc
 
     with grpc.insecure_channel(broker.addr) as ch:
         cfg = admin_pb2.TopicConfig(

@@ -17,7 +17,7 @@ from rocketmq import (
 )
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import raw_client
 from tests.procs import wait_until
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
-from common.proto import namesrv_pb2_grpc
+from orbitmq.proto import namesrv_pb2_grpc
 from tests.procs import BIN, ServerProcess, free_port
 
 

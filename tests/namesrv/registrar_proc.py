@@ -9,7 +9,7 @@ import asyncio
 import sys
 
 from broker.registration import BrokerRegistrar
-from common.route import TopicConfig
+from orbitmq.route import TopicConfig
 
 
 async def run(namesrv: str, name: str, addr: str, topic: str, interval: float) -> None:

@@ -13,8 +13,8 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 
 from broker.registration import BrokerRegistrar
-from common.proto import namesrv_pb2 as pb
-from common.route import TopicConfig, TopicMessageType
+from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.route import TopicConfig, TopicMessageType
 from tests.namesrv.helpers import client_metadata, eventually, internal_stub, namesrv_process, v2_stub
 from tests.procs import ROOT, ServerProcess, free_port, wait_until
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from common.proto import namesrv_pb2 as pb
-from common.route import TopicMessageType
 from namesrv.route_info import RouteInfoManager
+from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.route import TopicMessageType
 
 
 class Clock:

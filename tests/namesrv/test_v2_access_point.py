@@ -11,8 +11,8 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 
 from broker.registration import BrokerRegistrar
-from common.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
-from common.route import GroupPolicy, TopicConfig
+from orbitmq.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
+from orbitmq.route import GroupPolicy, TopicConfig
 from tests.namesrv.helpers import client_metadata, namesrv_process, v2_stub
 from tests.v2.test_settings import consumer_settings, producer_settings
 

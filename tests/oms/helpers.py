@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import raw_client
 
 

@@ -13,9 +13,9 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
-from common.errors import Code
-from common.proto import consume_pb2, consume_pb2_grpc
 from oms.admin import MessageView, ResourceManager
+from orbitmq.errors import Code
+from orbitmq.proto import consume_pb2, consume_pb2_grpc
 from tests.broker.v2client import raw_client
 from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
 from tests.procs import wait_until

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import oms
-from common.errors import Code
+from orbitmq.errors import Code
 
 
 @pytest.fixture

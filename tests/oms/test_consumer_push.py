@@ -17,7 +17,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
-from common.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.oms.helpers import create_topic, pull_all
 
 FAST = {"rebalance_interval": 500, "persist_consumer_offset_interval": 500}

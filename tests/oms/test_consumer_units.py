@@ -12,13 +12,13 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
-from common.record import HEADER, MESSAGE_MAGIC_CODE, PROPS_LEN, TOPIC_LEN, TRAILER, encode_properties
 from oms.consumer.config import ConsumeFromWhere, ConsumerConfig, ConsumerKeys, MessageModel, consumer_attributes
 from oms.consumer.listener import ConsumeContext, ListenerAdapter, outcome
 from oms.consumer.offset_store import LocalFileOffsetStore
 from oms.consumer.process_queue import FlowControl, ProcessQueue
 from oms.consumer.records import decode_records
 from oms.consumer.selector import ExpressionType, MessageSelector
+from orbitmq.record import HEADER, MESSAGE_MAGIC_CODE, PROPS_LEN, TOPIC_LEN, TRAILER, encode_properties
 
 Q = oms.MessageQueue("T", "b", 0)
 

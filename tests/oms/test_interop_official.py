@@ -15,7 +15,7 @@ from rocketmq import ConsumeResult, FilterExpression, Message, MessageListener, 
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
-from common.proto import admin_pb2, admin_pb2_grpc
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.conftest import BrokerHandle
 from tests.oms.helpers import create_topic
 from tests.pop.client_helpers import config, receive_until, simple_consumer

@@ -17,9 +17,9 @@ import grpc
 import pytest
 
 import oms
-from common.errors import Code
-from common.proto import consume_pb2, consume_pb2_grpc
 from oms import mqadmin
+from orbitmq.errors import Code
+from orbitmq.proto import consume_pb2, consume_pb2_grpc
 from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
 from tests.procs import wait_until
 

@@ -11,7 +11,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
-from common.errors import Code
+from orbitmq.errors import Code
 from tests.oms.helpers import bodies, create_topic, pull_all
 from tests.pop.client_helpers import receive_until, simple_consumer
 

@@ -9,7 +9,7 @@ import collections
 import pytest
 
 import oms
-from common.errors import Code
+from orbitmq.errors import Code
 from tests.oms.helpers import bodies, create_topic, pull_all
 from tests.procs import wait_until
 

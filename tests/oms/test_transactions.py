@@ -8,7 +8,7 @@ import time
 import pytest
 
 import oms
-from common.errors import Code
+from orbitmq.errors import Code
 from tests.oms.helpers import bodies, create_topic
 
 TOPIC = "OmsTx"

@@ -11,8 +11,6 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
-from common.errors import Code, MQError
-from common.limits import MAX_BATCH_SIZE
 from oms.convert import decode_body, from_wire, to_wire
 from oms.errors import exception_class, from_mq_error
 from oms.keys import attribute_key
@@ -22,6 +20,8 @@ from oms.producer.producer import ProducerConfig, split_batches
 from oms.producer.selector import group_for_queue, java_string_hash
 from oms.producer.transaction import parse_resolution
 from oms.url import parse_access_point
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_BATCH_SIZE
 
 MiB = 1024 * 1024
 
@@ -381,8 +381,8 @@ def test_oms_depends_on_common_only():
 
 
 def _stored(props: dict[str, str], **kw):
-    from common.record import RecordView
     from oms.consumer.records import record_to_message
+    from orbitmq.record import RecordView
 
     record = RecordView(
         "T", b"body", 3, 41, 9000, props, 0, 0, 1_700_000_000_000, ("10.0.0.1", 5), 1_700_000_000_100,
@@ -423,8 +423,8 @@ def test_stored_message_answers_from_the_record_then_from_headers():
 
 
 def test_pulled_records_decode_properties_only_when_asked():
-    from common.record import iter_records
     from oms.consumer.records import decode_records, record_to_message
+    from orbitmq.record import iter_records
     from tests.oms.test_consumer_units import _record
 
     props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "color": "red"}

@@ -15,7 +15,7 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 import oms
 import oms.convert
-from common.errors import Code
+from orbitmq.errors import Code
 from tests.procs import free_port
 
 
@@ -174,9 +174,9 @@ def test_credentials_sign_every_call_including_the_telemetry_stream(fake_server,
         signed.append((access_key, secret_key, session_token))
         return [("x-mq-date-time", "20240101T000000Z"), ("authorization", f"MQv2-HMAC-SHA1 Credential={access_key}")]
 
-    fake = types.ModuleType("common.v2.signature")
+    fake = types.ModuleType("orbitmq.v2.signature")
     fake.signing_metadata = signing_metadata  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "common.v2.signature", fake)
+    monkeypatch.setitem(sys.modules, "orbitmq.v2.signature", fake)
     url = f"oms:rocketmq://127.0.0.1:{fake_server.port}/"
     with oms.get_messaging_access_point(url, access_key="AK", secret_key="SK") as ap, ap.create_producer() as p:
         p.send(oms.BytesMessage(b"x", "T"))
@@ -190,7 +190,7 @@ def test_credentials_sign_every_call_including_the_telemetry_stream(fake_server,
 
 @pytest.mark.timeout(30)
 def test_credentials_without_a_signer_fail_clearly(fake_server, monkeypatch):
-    monkeypatch.setitem(sys.modules, "common.v2.signature", None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, "orbitmq.v2.signature", None)  # import raises ImportError
     url = f"oms:rocketmq://127.0.0.1:{fake_server.port}/"
     attrs = {"ACCOUNT_KEY": "AK", "ACCOUNT_SECRET": "SK"}
     with oms.get_messaging_access_point(url, attrs) as ap:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from rocketmq import ClientConfiguration, Credentials
 from rocketmq.v5.util.signature import Signature
 
-from common.errors import Code, MQError
-from common.v2.signature import signing_metadata
+from orbitmq.errors import Code, MQError
+from orbitmq.v2.signature import signing_metadata
 from plugins.acl import (
     AccessContext,
     AclConfig,

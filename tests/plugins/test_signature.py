@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from rocketmq import ClientConfiguration, Credentials
 from rocketmq.v5.util.signature import Signature
 
-import common.v2.signature as signature
-from common.errors import Code, MQError
-from common.v2.signature import (
+import orbitmq.v2.signature as signature
+from orbitmq.errors import Code, MQError
+from orbitmq.v2.signature import (
     AUTH_ALGORITHM,
     authorization_header,
     date_time_now,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 from plugins.filters_sql92 import MAX_DEPTH, MAX_EXPRESSION_LENGTH, Sql92Expression, compile_sql92
 
 

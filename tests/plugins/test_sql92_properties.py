@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 from plugins.filters_sql92 import Sql92Expression, compile_sql92
 
 Props = dict[str, str]

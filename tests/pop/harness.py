@@ -26,9 +26,9 @@ from broker.store.message import MessageExtBrokerInner
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
-from common import message_const as mc
-from common.route import TopicConfig
-from common.v2.telemetry import TelemetryHub
+from orbitmq import message_const as mc
+from orbitmq.route import TopicConfig
+from orbitmq.v2.telemetry import TelemetryHub
 
 
 @dataclass

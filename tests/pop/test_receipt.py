@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.pop.receipt import ReceiptHandle, decode, decode_for, encode_handles
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 i64 = st.integers(min_value=0, max_value=2**63 - 1)
 

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from broker.pop.receipt import decode
-from common import message_const as mc
-from common.errors import Code
+from orbitmq import message_const as mc
+from orbitmq.errors import Code
 from tests.pop.harness import (
     Core,
     GrpcContextStub,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.pop.state import InFlight, PopState, Record
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 KEY = ("g", "t", 0)
 

@@ -9,7 +9,7 @@ from broker.store import codec
 from broker.store.codec import ScanStatus
 from broker.store.consume_queue import ENTRY as CQ_ENTRY
 from broker.store.message import MessageExtBrokerInner, java_string_hash
-from common.record import decode_properties, encode_properties
+from orbitmq.record import decode_properties, encode_properties
 
 names = st.text(
     alphabet=st.characters(min_codepoint=33, max_codepoint=0x2FF, exclude_characters="\x01\x02"),

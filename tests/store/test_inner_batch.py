@@ -16,8 +16,8 @@ from broker.store.message import (
 )
 from broker.store.message_store import DefaultMessageStore
 from broker.store.results import GetMessageStatus
-from common.message_batch import BatchEntry, encode_message_batch
-from common.record import iter_records
+from orbitmq.message_batch import BatchEntry, encode_message_batch
+from orbitmq.record import iter_records
 from tests.store.conftest import StoreFactory, small_config
 from tests.store.test_recovery import crash
 

@@ -18,7 +18,7 @@ from broker.store.results import (
     PutMessageStatus,
     PutResults,
 )
-from common.msgid import decode_offset_message_id
+from orbitmq.msgid import decode_offset_message_id
 from tests.procs import wait_until
 from tests.store.conftest import StoreFactory
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as d
 
-from common.errors import MQError
-from common.v2.metadata import meta_from_pairs
-from common.v2.status import internal_error_status, ok_status, status, status_from_error
+from orbitmq.errors import MQError
+from orbitmq.v2.metadata import meta_from_pairs
+from orbitmq.v2.status import internal_error_status, ok_status, status, status_from_error
 
 
 def test_metadata_from_official_client_headers() -> None:

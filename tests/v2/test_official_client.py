@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from common.proto import namesrv_pb2 as pb
+from orbitmq.proto import namesrv_pb2 as pb
 from tests.namesrv.helpers import internal_stub, namesrv_process
 from tests.procs import ROOT
 

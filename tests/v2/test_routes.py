@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rocketmq.grpc_protocol import definition_pb2 as d
 
-from common.errors import MQError
-from common.route import BrokerData, PermName, QueueData, TopicMessageType, TopicRouteData
-from common.v2.routes import endpoints_from_address, message_queues, route_assignments
+from orbitmq.errors import MQError
+from orbitmq.route import BrokerData, PermName, QueueData, TopicMessageType, TopicRouteData
+from orbitmq.v2.routes import endpoints_from_address, message_queues, route_assignments
 
 
 def route(*brokers: tuple[str, dict[int, str], int, int, int, TopicMessageType]) -> TopicRouteData:

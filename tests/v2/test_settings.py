@@ -6,8 +6,8 @@ import pytest
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2 as d
 
-from common.errors import MQError
-from common.v2.settings import SettingsPolicy, build_settings, settings_reply
+from orbitmq.errors import MQError
+from orbitmq.v2.settings import SettingsPolicy, build_settings, settings_reply
 
 OK = d.Code.OK
 

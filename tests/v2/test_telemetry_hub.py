@@ -11,9 +11,9 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 
-from common.v2.telemetry import ClientEvent, ClientInfo
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
+from orbitmq.v2.telemetry import ClientEvent, ClientInfo
 from tests.namesrv.helpers import client_metadata, eventually, v2_stub
 from tests.v2.test_settings import consumer_settings, producer_settings
 

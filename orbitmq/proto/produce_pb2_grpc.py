@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.proto import produce_pb2 as common_dot_proto_dot_produce__pb2
+from orbitmq.proto import produce_pb2 as orbitmq_dot_proto_dot_produce__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in common/proto/produce_pb2_grpc.py depends on'
+        + ' but the generated code in orbitmq/proto/produce_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,8 +36,8 @@ class ProduceStub:
         """
         self.SendBatch = channel.unary_unary(
                 '/orbitmq.produce.Produce/SendBatch',
-                request_serializer=common_dot_proto_dot_produce__pb2.SendBatchRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_produce__pb2.SendBatchResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_produce__pb2.SendBatchRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_produce__pb2.SendBatchResponse.FromString,
                 _registered_method=True)
 
 
@@ -55,8 +55,8 @@ def add_ProduceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'SendBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.SendBatch,
-                    request_deserializer=common_dot_proto_dot_produce__pb2.SendBatchRequest.FromString,
-                    response_serializer=common_dot_proto_dot_produce__pb2.SendBatchResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_produce__pb2.SendBatchRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_produce__pb2.SendBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -84,8 +84,8 @@ class Produce:
             request,
             target,
             '/orbitmq.produce.Produce/SendBatch',
-            common_dot_proto_dot_produce__pb2.SendBatchRequest.SerializeToString,
-            common_dot_proto_dot_produce__pb2.SendBatchResponse.FromString,
+            orbitmq_dot_proto_dot_produce__pb2.SendBatchRequest.SerializeToString,
+            orbitmq_dot_proto_dot_produce__pb2.SendBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,7 +9,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 _OFFSET_ID = struct.Struct(">4sIq")
 OFFSET_MSG_ID_LENGTH = _OFFSET_ID.size * 2

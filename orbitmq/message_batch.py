@@ -12,8 +12,8 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from common.errors import Code, MQError
-from common.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
+from orbitmq.errors import Code, MQError
+from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
 
 BATCH_MAGIC_CODE = 0
 ENTRY_HEAD = struct.Struct(">iiIii")  # total size, magic, body CRC, flag, body length

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import Code, MQError
+from orbitmq.errors import Code, MQError
 
 
 def status(code: int, message: str = "") -> definition_pb2.Status:

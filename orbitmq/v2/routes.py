@@ -10,8 +10,8 @@ import ipaddress
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import MQError
-from common.route import MASTER_ID, PermName, QueueData, TopicMessageType, TopicRouteData
+from orbitmq.errors import MQError
+from orbitmq.route import MASTER_ID, PermName, QueueData, TopicMessageType, TopicRouteData
 
 _MIXED_TYPES = (
     definition_pb2.MessageType.NORMAL,

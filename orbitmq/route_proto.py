@@ -1,13 +1,13 @@
-"""Conversions between the route dataclasses (``common.route``) and the internal name server protocol.
+"""Conversions between the route dataclasses (``orbitmq.route``) and the internal name server protocol.
 
 Shared by the name server and ``broker.registration`` so both sides read and write the same fields.
 """
 
 from __future__ import annotations
 
-from common.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
-from common.proto import namesrv_pb2 as pb
-from common.route import (
+from orbitmq.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
+from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.route import (
     BrokerData,
     ClusterInfo,
     GroupPolicy,

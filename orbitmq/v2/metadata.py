@@ -11,7 +11,7 @@ from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from common.errors import MQError
+from orbitmq.errors import MQError
 
 CLIENT_ID = "x-mq-client-id"
 NAMESPACE = "x-mq-namespace"

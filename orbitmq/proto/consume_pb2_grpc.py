@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.proto import consume_pb2 as common_dot_proto_dot_consume__pb2
+from orbitmq.proto import consume_pb2 as orbitmq_dot_proto_dot_consume__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in common/proto/consume_pb2_grpc.py depends on'
+        + ' but the generated code in orbitmq/proto/consume_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,28 +36,28 @@ class ConsumeStub:
         """
         self.PullBatch = channel.unary_unary(
                 '/orbitmq.consume.Consume/PullBatch',
-                request_serializer=common_dot_proto_dot_consume__pb2.PullBatchRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_consume__pb2.PullBatchResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_consume__pb2.PullBatchRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_consume__pb2.PullBatchResponse.FromString,
                 _registered_method=True)
         self.SendBack = channel.unary_unary(
                 '/orbitmq.consume.Consume/SendBack',
-                request_serializer=common_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
                 _registered_method=True)
         self.LockQueues = channel.unary_unary(
                 '/orbitmq.consume.Consume/LockQueues',
-                request_serializer=common_dot_proto_dot_consume__pb2.LockQueuesRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_consume__pb2.LockQueuesResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_consume__pb2.LockQueuesRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_consume__pb2.LockQueuesResponse.FromString,
                 _registered_method=True)
         self.UnlockQueues = channel.unary_unary(
                 '/orbitmq.consume.Consume/UnlockQueues',
-                request_serializer=common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
                 _registered_method=True)
         self.GetConsumerList = channel.unary_unary(
                 '/orbitmq.consume.Consume/GetConsumerList',
-                request_serializer=common_dot_proto_dot_consume__pb2.GetConsumerListRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_consume__pb2.GetConsumerListResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_consume__pb2.GetConsumerListRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_consume__pb2.GetConsumerListResponse.FromString,
                 _registered_method=True)
 
 
@@ -99,28 +99,28 @@ def add_ConsumeServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'PullBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.PullBatch,
-                    request_deserializer=common_dot_proto_dot_consume__pb2.PullBatchRequest.FromString,
-                    response_serializer=common_dot_proto_dot_consume__pb2.PullBatchResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_consume__pb2.PullBatchRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_consume__pb2.PullBatchResponse.SerializeToString,
             ),
             'SendBack': grpc.unary_unary_rpc_method_handler(
                     servicer.SendBack,
-                    request_deserializer=common_dot_proto_dot_consume__pb2.SendBackRequest.FromString,
-                    response_serializer=common_dot_proto_dot_consume__pb2.SendBackResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_consume__pb2.SendBackRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_consume__pb2.SendBackResponse.SerializeToString,
             ),
             'LockQueues': grpc.unary_unary_rpc_method_handler(
                     servicer.LockQueues,
-                    request_deserializer=common_dot_proto_dot_consume__pb2.LockQueuesRequest.FromString,
-                    response_serializer=common_dot_proto_dot_consume__pb2.LockQueuesResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_consume__pb2.LockQueuesRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_consume__pb2.LockQueuesResponse.SerializeToString,
             ),
             'UnlockQueues': grpc.unary_unary_rpc_method_handler(
                     servicer.UnlockQueues,
-                    request_deserializer=common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.FromString,
-                    response_serializer=common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_consume__pb2.UnlockQueuesRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_consume__pb2.UnlockQueuesResponse.SerializeToString,
             ),
             'GetConsumerList': grpc.unary_unary_rpc_method_handler(
                     servicer.GetConsumerList,
-                    request_deserializer=common_dot_proto_dot_consume__pb2.GetConsumerListRequest.FromString,
-                    response_serializer=common_dot_proto_dot_consume__pb2.GetConsumerListResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_consume__pb2.GetConsumerListRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_consume__pb2.GetConsumerListResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -148,8 +148,8 @@ class Consume:
             request,
             target,
             '/orbitmq.consume.Consume/PullBatch',
-            common_dot_proto_dot_consume__pb2.PullBatchRequest.SerializeToString,
-            common_dot_proto_dot_consume__pb2.PullBatchResponse.FromString,
+            orbitmq_dot_proto_dot_consume__pb2.PullBatchRequest.SerializeToString,
+            orbitmq_dot_proto_dot_consume__pb2.PullBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -175,8 +175,8 @@ class Consume:
             request,
             target,
             '/orbitmq.consume.Consume/SendBack',
-            common_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
-            common_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
+            orbitmq_dot_proto_dot_consume__pb2.SendBackRequest.SerializeToString,
+            orbitmq_dot_proto_dot_consume__pb2.SendBackResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -202,8 +202,8 @@ class Consume:
             request,
             target,
             '/orbitmq.consume.Consume/LockQueues',
-            common_dot_proto_dot_consume__pb2.LockQueuesRequest.SerializeToString,
-            common_dot_proto_dot_consume__pb2.LockQueuesResponse.FromString,
+            orbitmq_dot_proto_dot_consume__pb2.LockQueuesRequest.SerializeToString,
+            orbitmq_dot_proto_dot_consume__pb2.LockQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -229,8 +229,8 @@ class Consume:
             request,
             target,
             '/orbitmq.consume.Consume/UnlockQueues',
-            common_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
-            common_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
+            orbitmq_dot_proto_dot_consume__pb2.UnlockQueuesRequest.SerializeToString,
+            orbitmq_dot_proto_dot_consume__pb2.UnlockQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -256,8 +256,8 @@ class Consume:
             request,
             target,
             '/orbitmq.consume.Consume/GetConsumerList',
-            common_dot_proto_dot_consume__pb2.GetConsumerListRequest.SerializeToString,
-            common_dot_proto_dot_consume__pb2.GetConsumerListResponse.FromString,
+            orbitmq_dot_proto_dot_consume__pb2.GetConsumerListRequest.SerializeToString,
+            orbitmq_dot_proto_dot_consume__pb2.GetConsumerListResponse.FromString,
             options,
             channel_credentials,
             insecure,

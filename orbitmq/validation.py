@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from common import message_const as mc
-from common.errors import Code, MQError
-from common.limits import (
+from orbitmq import message_const as mc
+from orbitmq.errors import Code, MQError
+from orbitmq.limits import (
     MAX_GROUP_LENGTH,
     MAX_MESSAGE_BODY_SIZE,
     MAX_MESSAGE_GROUP_LENGTH,

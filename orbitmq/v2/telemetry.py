@@ -17,12 +17,12 @@ from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common import limits
-from common.errors import MQError
-from common.logging import get_logger
-from common.v2.metadata import ClientMeta, client_meta
-from common.v2.settings import SettingsPolicy, settings_reply
-from common.v2.status import internal_error_status, status_from_error
+from orbitmq import limits
+from orbitmq.errors import MQError
+from orbitmq.logging import get_logger
+from orbitmq.v2.metadata import ClientMeta, client_meta
+from orbitmq.v2.settings import SettingsPolicy, settings_reply
+from orbitmq.v2.status import internal_error_status, status_from_error
 
 log = get_logger("v2.telemetry")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from common.errors import Code, MQError
-from common.message_const import PROPERTY_CLIENT_DELAY_LEVEL
+from orbitmq.errors import Code, MQError
+from orbitmq.message_const import PROPERTY_CLIENT_DELAY_LEVEL
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 RETRY_BASE_LEVEL = 3  # the first retry waits level 3 (10 s with the default ladder)

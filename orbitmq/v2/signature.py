@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from common.errors import Code, MQError
-from common.v2.metadata import AUTHORIZATION, DATE_TIME, SESSION_TOKEN
+from orbitmq.errors import Code, MQError
+from orbitmq.v2.metadata import AUTHORIZATION, DATE_TIME, SESSION_TOKEN
 
 AUTH_ALGORITHM = "MQv2-HMAC-SHA1"
 SIGNED_HEADERS = DATE_TIME  # the only header the official clients sign

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.proto import namesrv_pb2 as common_dot_proto_dot_namesrv__pb2
+from orbitmq.proto import namesrv_pb2 as orbitmq_dot_proto_dot_namesrv__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in common/proto/namesrv_pb2_grpc.py depends on'
+        + ' but the generated code in orbitmq/proto/namesrv_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,48 +36,48 @@ class NameServerStub:
         """
         self.BrokerSession = channel.stream_stream(
                 '/orbitmq.namesrv.NameServer/BrokerSession',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
                 _registered_method=True)
         self.RegisterBroker = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/RegisterBroker',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
                 _registered_method=True)
         self.UnregisterBroker = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/UnregisterBroker',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.UnregisterBrokerRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
                 _registered_method=True)
         self.GetRouteInfoByTopic = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/GetRouteInfoByTopic',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.GetRouteInfoRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.GetRouteInfoResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.GetRouteInfoRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.GetRouteInfoResponse.FromString,
                 _registered_method=True)
         self.GetBrokerClusterInfo = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/GetBrokerClusterInfo',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.GetClusterInfoRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.GetClusterInfoResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.GetClusterInfoRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.GetClusterInfoResponse.FromString,
                 _registered_method=True)
         self.GetAllTopicList = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/GetAllTopicList',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.GetAllTopicListRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.GetAllTopicListResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.GetAllTopicListRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.GetAllTopicListResponse.FromString,
                 _registered_method=True)
         self.PutKVConfig = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/PutKVConfig',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
                 _registered_method=True)
         self.GetKVConfig = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/GetKVConfig',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.KVConfigResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigResponse.FromString,
                 _registered_method=True)
         self.DeleteKVConfig = channel.unary_unary(
                 '/orbitmq.namesrv.NameServer/DeleteKVConfig',
-                request_serializer=common_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
                 _registered_method=True)
 
 
@@ -146,48 +146,48 @@ def add_NameServerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'BrokerSession': grpc.stream_stream_rpc_method_handler(
                     servicer.BrokerSession,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.BrokerRegistration.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerRegistration.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.SerializeToString,
             ),
             'RegisterBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterBroker,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.BrokerRegistration.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerRegistration.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.SerializeToString,
             ),
             'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.UnregisterBroker,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.UnregisterBrokerRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
             ),
             'GetRouteInfoByTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRouteInfoByTopic,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.GetRouteInfoRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.GetRouteInfoResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.GetRouteInfoRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.GetRouteInfoResponse.SerializeToString,
             ),
             'GetBrokerClusterInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBrokerClusterInfo,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.GetClusterInfoRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.GetClusterInfoResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.GetClusterInfoRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.GetClusterInfoResponse.SerializeToString,
             ),
             'GetAllTopicList': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAllTopicList,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.GetAllTopicListRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.GetAllTopicListResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.GetAllTopicListRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.GetAllTopicListResponse.SerializeToString,
             ),
             'PutKVConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.PutKVConfig,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
             ),
             'GetKVConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.GetKVConfig,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.KVConfigResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigResponse.SerializeToString,
             ),
             'DeleteKVConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteKVConfig,
-                    request_deserializer=common_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
-                    response_serializer=common_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,8 +215,8 @@ class NameServer:
             request_iterator,
             target,
             '/orbitmq.namesrv.NameServer/BrokerSession',
-            common_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -242,8 +242,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/RegisterBroker',
-            common_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.BrokerRegistration.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.RegisterBrokerResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -269,8 +269,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/UnregisterBroker',
-            common_dot_proto_dot_namesrv__pb2.UnregisterBrokerRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.UnregisterBrokerRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -296,8 +296,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/GetRouteInfoByTopic',
-            common_dot_proto_dot_namesrv__pb2.GetRouteInfoRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.GetRouteInfoResponse.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.GetRouteInfoRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.GetRouteInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -323,8 +323,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/GetBrokerClusterInfo',
-            common_dot_proto_dot_namesrv__pb2.GetClusterInfoRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.GetClusterInfoResponse.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.GetClusterInfoRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.GetClusterInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -350,8 +350,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/GetAllTopicList',
-            common_dot_proto_dot_namesrv__pb2.GetAllTopicListRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.GetAllTopicListResponse.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.GetAllTopicListRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.GetAllTopicListResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -377,8 +377,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/PutKVConfig',
-            common_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
             options,
             channel_credentials,
             insecure,
@@ -404,8 +404,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/GetKVConfig',
-            common_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.KVConfigResponse.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.KVConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -431,8 +431,8 @@ class NameServer:
             request,
             target,
             '/orbitmq.namesrv.NameServer/DeleteKVConfig',
-            common_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
-            common_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+            orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from common import limits
-from common.errors import MQError
-from common.v2.status import ok_status
+from orbitmq import limits
+from orbitmq.errors import MQError
+from orbitmq.v2.status import ok_status
 
 CONSUMER_TYPES = frozenset(
     {

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.proto import admin_pb2 as common_dot_proto_dot_admin__pb2
+from orbitmq.proto import admin_pb2 as orbitmq_dot_proto_dot_admin__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in common/proto/admin_pb2_grpc.py depends on'
+        + ' but the generated code in orbitmq/proto/admin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,68 +36,68 @@ class AdminStub:
         """
         self.CreateOrUpdateTopic = channel.unary_unary(
                 '/orbitmq.admin.Admin/CreateOrUpdateTopic',
-                request_serializer=common_dot_proto_dot_admin__pb2.CreateOrUpdateTopicRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.TopicResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.CreateOrUpdateTopicRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.TopicResponse.FromString,
                 _registered_method=True)
         self.DeleteTopic = channel.unary_unary(
                 '/orbitmq.admin.Admin/DeleteTopic',
-                request_serializer=common_dot_proto_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.StatusResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.StatusResponse.FromString,
                 _registered_method=True)
         self.ListTopics = channel.unary_unary(
                 '/orbitmq.admin.Admin/ListTopics',
-                request_serializer=common_dot_proto_dot_admin__pb2.ListTopicsRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.ListTopicsResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
         self.TopicStatus = channel.unary_unary(
                 '/orbitmq.admin.Admin/TopicStatus',
-                request_serializer=common_dot_proto_dot_admin__pb2.TopicStatusRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.TopicStatusResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.TopicStatusRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.TopicStatusResponse.FromString,
                 _registered_method=True)
         self.CreateOrUpdateGroup = channel.unary_unary(
                 '/orbitmq.admin.Admin/CreateOrUpdateGroup',
-                request_serializer=common_dot_proto_dot_admin__pb2.CreateOrUpdateGroupRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.GroupResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.CreateOrUpdateGroupRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.GroupResponse.FromString,
                 _registered_method=True)
         self.DeleteGroup = channel.unary_unary(
                 '/orbitmq.admin.Admin/DeleteGroup',
-                request_serializer=common_dot_proto_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.StatusResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.StatusResponse.FromString,
                 _registered_method=True)
         self.ListGroups = channel.unary_unary(
                 '/orbitmq.admin.Admin/ListGroups',
-                request_serializer=common_dot_proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.ListGroupsResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.ListGroupsResponse.FromString,
                 _registered_method=True)
         self.ConsumerProgress = channel.unary_unary(
                 '/orbitmq.admin.Admin/ConsumerProgress',
-                request_serializer=common_dot_proto_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.ConsumerProgressResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.ConsumerProgressResponse.FromString,
                 _registered_method=True)
         self.ResetOffsetByTime = channel.unary_unary(
                 '/orbitmq.admin.Admin/ResetOffsetByTime',
-                request_serializer=common_dot_proto_dot_admin__pb2.ResetOffsetByTimeRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.ResetOffsetByTimeResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.ResetOffsetByTimeRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.ResetOffsetByTimeResponse.FromString,
                 _registered_method=True)
         self.QueryMessageById = channel.unary_unary(
                 '/orbitmq.admin.Admin/QueryMessageById',
-                request_serializer=common_dot_proto_dot_admin__pb2.QueryMessageByIdRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageByIdRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
                 _registered_method=True)
         self.QueryMessageByKey = channel.unary_unary(
                 '/orbitmq.admin.Admin/QueryMessageByKey',
-                request_serializer=common_dot_proto_dot_admin__pb2.QueryMessageByKeyRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageByKeyRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
                 _registered_method=True)
         self.QueryMessageByOffset = channel.unary_unary(
                 '/orbitmq.admin.Admin/QueryMessageByOffset',
-                request_serializer=common_dot_proto_dot_admin__pb2.QueryMessageByOffsetRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageByOffsetRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
                 _registered_method=True)
         self.BrokerRuntimeInfo = channel.unary_unary(
                 '/orbitmq.admin.Admin/BrokerRuntimeInfo',
-                request_serializer=common_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.FromString,
                 _registered_method=True)
 
 
@@ -187,68 +187,68 @@ def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateOrUpdateTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateOrUpdateTopic,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.CreateOrUpdateTopicRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.TopicResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.CreateOrUpdateTopicRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.TopicResponse.SerializeToString,
             ),
             'DeleteTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTopic,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.DeleteTopicRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.StatusResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.StatusResponse.SerializeToString,
             ),
             'ListTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTopics,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.ListTopicsRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.ListTopicsResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.ListTopicsRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.ListTopicsResponse.SerializeToString,
             ),
             'TopicStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.TopicStatus,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.TopicStatusRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.TopicStatusResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.TopicStatusRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.TopicStatusResponse.SerializeToString,
             ),
             'CreateOrUpdateGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateOrUpdateGroup,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.CreateOrUpdateGroupRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.GroupResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.CreateOrUpdateGroupRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.GroupResponse.SerializeToString,
             ),
             'DeleteGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteGroup,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.DeleteGroupRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.StatusResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.StatusResponse.SerializeToString,
             ),
             'ListGroups': grpc.unary_unary_rpc_method_handler(
                     servicer.ListGroups,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.ListGroupsRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.ListGroupsResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.ListGroupsRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.ListGroupsResponse.SerializeToString,
             ),
             'ConsumerProgress': grpc.unary_unary_rpc_method_handler(
                     servicer.ConsumerProgress,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.ConsumerProgressRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.ConsumerProgressResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.ConsumerProgressRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.ConsumerProgressResponse.SerializeToString,
             ),
             'ResetOffsetByTime': grpc.unary_unary_rpc_method_handler(
                     servicer.ResetOffsetByTime,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.ResetOffsetByTimeRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.ResetOffsetByTimeResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.ResetOffsetByTimeRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.ResetOffsetByTimeResponse.SerializeToString,
             ),
             'QueryMessageById': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryMessageById,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.QueryMessageByIdRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.QueryMessageResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageByIdRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.SerializeToString,
             ),
             'QueryMessageByKey': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryMessageByKey,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.QueryMessageByKeyRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.QueryMessageResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageByKeyRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.SerializeToString,
             ),
             'QueryMessageByOffset': grpc.unary_unary_rpc_method_handler(
                     servicer.QueryMessageByOffset,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.QueryMessageByOffsetRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.QueryMessageResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageByOffsetRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.SerializeToString,
             ),
             'BrokerRuntimeInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.BrokerRuntimeInfo,
-                    request_deserializer=common_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.FromString,
-                    response_serializer=common_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -276,8 +276,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/CreateOrUpdateTopic',
-            common_dot_proto_dot_admin__pb2.CreateOrUpdateTopicRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.TopicResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.CreateOrUpdateTopicRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.TopicResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -303,8 +303,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/DeleteTopic',
-            common_dot_proto_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.StatusResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.StatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -330,8 +330,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/ListTopics',
-            common_dot_proto_dot_admin__pb2.ListTopicsRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.ListTopicsResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.ListTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -357,8 +357,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/TopicStatus',
-            common_dot_proto_dot_admin__pb2.TopicStatusRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.TopicStatusResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.TopicStatusRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.TopicStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -384,8 +384,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/CreateOrUpdateGroup',
-            common_dot_proto_dot_admin__pb2.CreateOrUpdateGroupRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.GroupResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.CreateOrUpdateGroupRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.GroupResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -411,8 +411,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/DeleteGroup',
-            common_dot_proto_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.StatusResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.StatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -438,8 +438,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/ListGroups',
-            common_dot_proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.ListGroupsResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.ListGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -465,8 +465,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/ConsumerProgress',
-            common_dot_proto_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.ConsumerProgressResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.ConsumerProgressResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -492,8 +492,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/ResetOffsetByTime',
-            common_dot_proto_dot_admin__pb2.ResetOffsetByTimeRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.ResetOffsetByTimeResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.ResetOffsetByTimeRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.ResetOffsetByTimeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -519,8 +519,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/QueryMessageById',
-            common_dot_proto_dot_admin__pb2.QueryMessageByIdRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.QueryMessageByIdRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -546,8 +546,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/QueryMessageByKey',
-            common_dot_proto_dot_admin__pb2.QueryMessageByKeyRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.QueryMessageByKeyRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -573,8 +573,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/QueryMessageByOffset',
-            common_dot_proto_dot_admin__pb2.QueryMessageByOffsetRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.QueryMessageByOffsetRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.QueryMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -600,8 +600,8 @@ class Admin:
             request,
             target,
             '/orbitmq.admin.Admin/BrokerRuntimeInfo',
-            common_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.SerializeToString,
-            common_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.FromString,
+            orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from common.proto import pop_pb2 as common_dot_proto_dot_pop__pb2
+from orbitmq.proto import pop_pb2 as orbitmq_dot_proto_dot_pop__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in common/proto/pop_pb2_grpc.py depends on'
+        + ' but the generated code in orbitmq/proto/pop_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,13 +36,13 @@ class PopStub:
         """
         self.ReceiveBatch = channel.unary_unary(
                 '/orbitmq.pop.Pop/ReceiveBatch',
-                request_serializer=common_dot_proto_dot_pop__pb2.ReceiveBatchRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_pop__pb2.ReceiveBatchResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_pop__pb2.ReceiveBatchRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_pop__pb2.ReceiveBatchResponse.FromString,
                 _registered_method=True)
         self.AckBatch = channel.unary_unary(
                 '/orbitmq.pop.Pop/AckBatch',
-                request_serializer=common_dot_proto_dot_pop__pb2.AckBatchRequest.SerializeToString,
-                response_deserializer=common_dot_proto_dot_pop__pb2.AckBatchResponse.FromString,
+                request_serializer=orbitmq_dot_proto_dot_pop__pb2.AckBatchRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_pop__pb2.AckBatchResponse.FromString,
                 _registered_method=True)
 
 
@@ -66,13 +66,13 @@ def add_PopServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ReceiveBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.ReceiveBatch,
-                    request_deserializer=common_dot_proto_dot_pop__pb2.ReceiveBatchRequest.FromString,
-                    response_serializer=common_dot_proto_dot_pop__pb2.ReceiveBatchResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_pop__pb2.ReceiveBatchRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_pop__pb2.ReceiveBatchResponse.SerializeToString,
             ),
             'AckBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.AckBatch,
-                    request_deserializer=common_dot_proto_dot_pop__pb2.AckBatchRequest.FromString,
-                    response_serializer=common_dot_proto_dot_pop__pb2.AckBatchResponse.SerializeToString,
+                    request_deserializer=orbitmq_dot_proto_dot_pop__pb2.AckBatchRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_pop__pb2.AckBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -100,8 +100,8 @@ class Pop:
             request,
             target,
             '/orbitmq.pop.Pop/ReceiveBatch',
-            common_dot_proto_dot_pop__pb2.ReceiveBatchRequest.SerializeToString,
-            common_dot_proto_dot_pop__pb2.ReceiveBatchResponse.FromString,
+            orbitmq_dot_proto_dot_pop__pb2.ReceiveBatchRequest.SerializeToString,
+            orbitmq_dot_proto_dot_pop__pb2.ReceiveBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -127,8 +127,8 @@ class Pop:
             request,
             target,
             '/orbitmq.pop.Pop/AckBatch',
-            common_dot_proto_dot_pop__pb2.AckBatchRequest.SerializeToString,
-            common_dot_proto_dot_pop__pb2.AckBatchResponse.FromString,
+            orbitmq_dot_proto_dot_pop__pb2.AckBatchRequest.SerializeToString,
+            orbitmq_dot_proto_dot_pop__pb2.AckBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

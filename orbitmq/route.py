@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag, StrEnum
 from typing import Any
 
-from common.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
+from orbitmq.limits import DEFAULT_MAX_DELIVERY_ATTEMPTS
 
 MASTER_ID = 0
 

@@ -14,7 +14,7 @@ from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
 from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
-from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_BODY_SIZE
+from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
 
 
 @dataclass
@@ -31,7 +31,6 @@ class BrokerConfig:
     registerBrokerIntervalMs: int = 30_000  # heartbeat to the name servers
     flushConsumerOffsetInterval: int = 5_000  # ms between consumer offset persists
     statsIntervalMs: int = 60_000  # ms between stats log lines
-    maxMessageSize: int = MAX_MESSAGE_BODY_SIZE
     maxDelayTimeMills: int = 24 * 3600 * 1000
     clientExpireMs: int = 120_000  # a client with no heartbeat for this long leaves its group's assignment
     longPollingMaxMs: int = 20_000
@@ -97,6 +96,4 @@ def load_broker_settings(
     store = build_config(MessageStoreConfig, values)
     pop = build_config(PopConfig, values)
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
-    if "maxMessageSize" not in values:
-        broker.maxMessageSize = store.maxMessageSize
     return BrokerSettings(broker=broker, store=store, pop=pop)

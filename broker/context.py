@@ -61,6 +61,11 @@ class BrokerContext:
         return self.filters.filter_for(group, topic, compiled)
 
     @property
+    def max_message_size(self) -> int:
+        """``maxMessageSize``: a store key in RocketMQ, read by the send paths before the store sees a message."""
+        return self.store.config.maxMessageSize
+
+    @property
     def broker_name(self) -> str:
         return self.config.brokerName
 

@@ -94,7 +94,7 @@ class BrokerController:
             g = groups.get(group)
             return (g.retry_max_times if g else 16) + 1
 
-        policy = SettingsPolicy(max_body_size=cfg.maxMessageSize, fifo=fifo, max_delivery_attempts=attempts)
+        policy = SettingsPolicy(max_body_size=store_cfg.maxMessageSize, fifo=fifo, max_delivery_attempts=attempts)
         telemetry = TelemetryHub(policy, client_expired_s=cfg.clientExpireMs / 1000)
         long_polling = LongPollingService(loop, store)
         store.add_arriving_listener(long_polling.on_arrival)

@@ -13,10 +13,8 @@ from broker.context import BrokerContext
 from broker.pop.dlq import (
     DLQ_NUMS_PER_GROUP,
     DROPPED_PROPERTIES,
-    RETRY_GROUP_TOPIC_PREFIX,
     TRANSACTION_BITS,
     dead_letter,
-    dlq_topic,
 )
 from broker.store.message import MessageExt, MessageExtBrokerInner
 from broker.store.results import AppendMessageResult
@@ -26,12 +24,9 @@ from orbitmq.delay import parse_delay_levels, retry_level
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
 from orbitmq.route import READ_WRITE
+from orbitmq.topics import dlq_topic, retry_topic
 
 log = get_logger("broker.retry")
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from orbitmq import message_const as mc
 from orbitmq.delay import clamp_level
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
+from orbitmq.topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 SCHEDULE_QUEUE_ID = 0
 SCAN_BATCH = 256
 MAX_SLEEP_S = 1.0

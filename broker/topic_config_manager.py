@@ -15,8 +15,7 @@ from broker.json_file import read_json, write_json_atomic
 from orbitmq.config import ConfigError
 from orbitmq.errors import Code, MQError
 from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, READ_WRITE, CQType, PermName, TopicConfig, TopicMessageType
-
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+from orbitmq.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 
 def settle_queue_type(tc: TopicConfig, existing: TopicConfig | None) -> TopicConfig:

@@ -26,13 +26,12 @@ from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
 from orbitmq.msgid import decode_offset_message_id
+from orbitmq.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore
     from orbitmq.v2.telemetry import TelemetryHub
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 SCAN_BATCH = 256
 log = get_logger("broker.transaction")
 
@@ -50,7 +49,7 @@ class _Half:
 def to_half(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
     msg.properties[mc.PROPERTY_REAL_TOPIC] = msg.topic
     msg.properties[mc.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    msg.topic, msg.queue_id = HALF_TOPIC, 0
+    msg.topic, msg.queue_id = TRANS_HALF_TOPIC, 0
     return msg
 
 
@@ -105,8 +104,8 @@ class TransactionService:
             offset = result.next_begin_offset
 
     def _load(self) -> None:
-        resolved = {int(m.body) for m in self._scan(OP_TOPIC) if m.body.isdigit()}
-        for m in self._scan(HALF_TOPIC):
+        resolved = {int(m.body) for m in self._scan(TRANS_OP_HALF_TOPIC) if m.body.isdigit()}
+        for m in self._scan(TRANS_HALF_TOPIC):
             if m.commitlog_offset not in resolved:
                 topic = m.properties.get(mc.PROPERTY_REAL_TOPIC, "")
                 self._pending[m.commitlog_offset] = _Half(m.commitlog_offset, m.store_size, topic, m.store_timestamp)
@@ -144,7 +143,9 @@ class TransactionService:
         puts: list[MessageExtBrokerInner] = []
         if commit and parked is not None:
             puts.append(_real(parked))
-        puts.append(MessageExtBrokerInner(topic=OP_TOPIC, body=str(half.commitlog_offset).encode(), queue_id=0))
+        puts.append(
+            MessageExtBrokerInner(topic=TRANS_OP_HALF_TOPIC, body=str(half.commitlog_offset).encode(), queue_id=0)
+        )
         results = await self._store.put_messages_aio(puts)
         failed = [r for r in results if not r.ok]
         if failed:

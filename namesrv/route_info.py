@@ -21,8 +21,7 @@ from orbitmq.route import (
     TopicRouteData,
 )
 from orbitmq.route_proto import group_policy_from_proto, topic_config_from_proto
-
-AUTO_CREATE_TOPIC = "TBW102"  # RocketMQ's template topic for auto-creation
+from orbitmq.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 
 @dataclass
@@ -200,7 +199,7 @@ class RouteInfoManager:
         Like RocketMQ's TBW102 fallback; the queue shape comes from the broker's registered TBW102 config.
         """
         route = TopicRouteData()
-        template = self.topic_queue_table.get(AUTO_CREATE_TOPIC, {})
+        template = self.topic_queue_table.get(AUTO_CREATE_TOPIC_KEY_TOPIC, {})
         for live in sorted(self.broker_live_table.values(), key=lambda b: b.broker_name):
             if live.broker_id != MASTER_ID or not live.auto_create_topic_enable:
                 continue

@@ -18,6 +18,7 @@ from oms.errors import OMSMessageFormatException, OMSNotSupportedException, from
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.message import BytesMessage
 from orbitmq import message_const as mc
+from orbitmq.delay import delay_ms
 from orbitmq.errors import Code, MQError
 from orbitmq.limits import MAX_DELAY_TIME_MS
 from orbitmq.validation import (
@@ -30,8 +31,6 @@ from orbitmq.validation import (
     validate_user_properties,
 )
 
-# RocketMQ's default messageDelayLevel: level n waits DELAY_LEVELS_S[n - 1] seconds.
-DELAY_LEVELS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 COMPRESS_LEVEL = 5  # RocketMQ's default compressMsgBodyLevel (zlib)
 
 # Sys headers a received message carries; sending such a message again ignores them.
@@ -130,7 +129,7 @@ def _delivery_ms(message: BytesMessage, now_ms: int) -> tuple[int | None, int | 
         return None, None
     # The timestamp uses RocketMQ's default ladder (what a RocketMQ 5 proxy honours); OrbitMQ brokers use the level
     # with their own messageDelayLevel. Levels above the table mean its last one, as in RocketMQ.
-    return now_ms + DELAY_LEVELS_S[min(level, len(DELAY_LEVELS_S)) - 1] * 1000, level
+    return now_ms + delay_ms(level), level
 
 
 def to_wire(

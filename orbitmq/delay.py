@@ -29,9 +29,18 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     return tuple(levels)
 
 
+DEFAULT_DELAY_LEVELS_MS: tuple[int, ...] = parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
+
+
 def clamp_level(level: int, levels: tuple[int, ...]) -> int:
     """A level in 1..len(levels): above the maximum means the maximum (RocketMQ)."""
     return max(1, min(level, len(levels)))
+
+
+def delay_ms(level: int, levels: tuple[int, ...] | None = None) -> int:
+    """How long delay ``level`` waits on ``levels`` (RocketMQ's default ladder when None), clamped to the ladder."""
+    ladder = DEFAULT_DELAY_LEVELS_MS if levels is None else levels
+    return ladder[clamp_level(level, ladder) - 1]
 
 
 def retry_level(reconsume_times: int, levels: tuple[int, ...]) -> int:

@@ -19,6 +19,7 @@ from orbitmq.limits import (
     MAX_PROPERTY_COUNT,
     MAX_TOPIC_LENGTH,
 )
+from orbitmq.topics import is_system_group, is_system_topic
 
 NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
@@ -30,37 +31,6 @@ _ID_ITEM = re.escape(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()) + rb"\x
 # (either order), every character one the full checks accept. A match passes those checks without decoding the
 # properties (group 1 or 2 is the tag); anything else goes through them (Produce/SendBatch on BatchCQ topics).
 PLAIN_BATCH_PROPERTIES = re.compile(_TAGS_ITEM + _ID_ITEM + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?")
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-SYSTEM_TOPICS: frozenset[str] = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "rmq_sys_wheel_timer",
-        "rmq_sys_REVIVE_LOG",
-    }
-)
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
-SYSTEM_GROUPS: frozenset[str] = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-    }
-)
 
 
 class MessageKind(StrEnum):
@@ -72,14 +42,6 @@ class MessageKind(StrEnum):
 
 def _has_control(s: str) -> bool:
     return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in s)
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
-
-
-def is_system_group(group: str) -> bool:
-    return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
 
 
 def validate_topic(topic: str, *, allow_system: bool = False) -> None:

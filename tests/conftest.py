@@ -15,6 +15,50 @@ import pytest
 
 from tests.procs import ServerProcess, free_port
 
+# Tests using these fixtures start server processes: they are marked ``integration`` at collection.
+PROCESS_FIXTURES = frozenset({"broker_factory", "broker", "shared_broker"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+def _refuse_processes(item: pytest.Item) -> pytest.MonkeyPatch:
+    patch = pytest.MonkeyPatch()
+
+    def refuse(self: ServerProcess) -> ServerProcess:
+        raise RuntimeError(f"{item.nodeid} starts {self.args[:3]}: mark it @pytest.mark.integration")
+
+    patch.setattr(ServerProcess, "start", refuse)
+    return patch
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """A test (or a fixture it sets up, module-scoped ones too) that starts a server without the ``integration``
+    marker fails, so ``pytest -m "not integration"`` stays a fast loop without processes."""
+    if item.get_closest_marker("integration") is not None:
+        return (yield)
+    patch = _refuse_processes(item)
+    try:
+        return (yield)
+    finally:
+        patch.undo()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    if item.get_closest_marker("integration") is not None:
+        return (yield)
+    patch = _refuse_processes(item)
+    try:
+        return (yield)
+    finally:
+        patch.undo()
+
+
 # Small segments and short intervals keep tests fast; any key can be overridden per broker.
 FAST_BROKER_OPTIONS: dict[str, str] = {
     "mappedFileSizeCommitLog": str(4 * 1024 * 1024),

@@ -123,7 +123,7 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
             topic = request.topic
             access.check(self.ctx.plugins, context, "SendBatch", access.topic(topic, Action.PUB))
             validate_topic(topic)
-            max_body = self.ctx.config.maxMessageSize
+            max_body = self.ctx.max_message_size
             fast = self._scan_for_batch_cq(request, max_body)
             if fast is not None:
                 tc = self._topic(topic)
@@ -250,7 +250,7 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         born_host: tuple[str, int],
     ) -> tuple[produce_pb2.SendBatchResponse, Sequence[PutMessageResult]]:
         """Store ``payload`` as one inner-batch record; the response and the record's put result."""
-        max_size = self.ctx.config.maxMessageSize
+        max_size = self.ctx.max_message_size
         if len(payload) > max_size:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE,

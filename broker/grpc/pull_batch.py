@@ -19,7 +19,6 @@ from broker import access
 from broker.context import BrokerContext
 from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic, remaining_seconds
 from broker.hookspecs import Action
-from broker.pop.dlq import RETRY_GROUP_TOPIC_PREFIX
 from broker.queue_lock_manager import QueueLockManager
 from broker.retry_service import RetryService
 from broker.store.results import GetMessageStatus
@@ -27,6 +26,7 @@ from orbitmq.errors import Code, MQError
 from orbitmq.limits import MAX_PULL_BATCH_SIZE
 from orbitmq.logging import get_logger
 from orbitmq.proto import consume_pb2, consume_pb2_grpc
+from orbitmq.topics import is_retry_topic
 from orbitmq.validation import validate_group, validate_topic
 
 log = get_logger("broker.pull_batch")
@@ -57,7 +57,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
         self, rpc: str, group: str, topic: str, client_id: str, queue_ids: Iterable[int], context: Any
     ) -> None:
         validate_group(group)
-        validate_topic(topic, allow_system=topic.startswith(RETRY_GROUP_TOPIC_PREFIX))
+        validate_topic(topic, allow_system=is_retry_topic(topic))
         if not client_id.strip():
             raise MQError(Code.CLIENT_ID_REQUIRED, "client_id is required to hold a queue lease")
         access.check(self.ctx.plugins, context, rpc, access.topic(topic, Action.SUB), access.group(group))
@@ -113,7 +113,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
     async def SendBack(self, request: consume_pb2.SendBackRequest, context: Any) -> consume_pb2.SendBackResponse:
         try:
             validate_group(request.group)
-            validate_topic(request.topic, allow_system=request.topic.startswith(RETRY_GROUP_TOPIC_PREFIX))
+            validate_topic(request.topic, allow_system=is_retry_topic(request.topic))
             access.check(
                 self.ctx.plugins,
                 context,

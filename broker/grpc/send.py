@@ -118,7 +118,7 @@ class SendService:
             if m.topic.name != topic:
                 raise MQError(Code.MESSAGE_CORRUPTED, "all messages of a batch must have the same topic")
             total += len(m.body)
-            validate_v2_message(m, cfg.maxMessageSize, cfg.maxDelayTimeMills, now_ms, check_topic=False)
+            validate_v2_message(m, self.ctx.max_message_size, cfg.maxDelayTimeMills, now_ms, check_topic=False)
             raw_level = m.user_properties.get(mc.PROPERTY_CLIENT_DELAY_LEVEL)
             if raw_level is not None:
                 client_delay_level(raw_level, len(self.levels))  # refuses a malformed level before anything is stored

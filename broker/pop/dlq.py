@@ -13,9 +13,8 @@ from broker.store.message import (
     MessageExtBrokerInner,
 )
 from orbitmq import message_const as mc
+from orbitmq.topics import dlq_topic
 
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_NUMS_PER_GROUP = 1
 
 # A dead letter (or a retry copy) is an ordinary message: it must not be re-scheduled or held as a half message.
@@ -23,10 +22,6 @@ DROPPED_PROPERTIES = frozenset(
     {mc.PROPERTY_TIMER_DELIVER_MS, mc.PROPERTY_DELAY_TIME_LEVEL, mc.PROPERTY_TRANSACTION_PREPARED, mc.PROPERTY_POP_CK}
 )
 TRANSACTION_BITS = TRANSACTION_PREPARED_TYPE | TRANSACTION_COMMIT_TYPE | TRANSACTION_ROLLBACK_TYPE
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def dead_letter(group: str, msg: MessageExt, attempts: int, store_host: tuple[str, int]) -> MessageExtBrokerInner:

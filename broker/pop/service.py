@@ -19,7 +19,7 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2
 from broker.context import BrokerContext
 from broker.grpc.convert import to_v2_message
 from broker.pop.config import PopConfig, PopInitMode, pop_config_from
-from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter, dlq_topic
+from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter
 from broker.pop.journal import PopJournal
 from broker.pop.receipt import ReceiptHandle, check_scope, decode, decode_for
 from broker.pop.state import Delivery, InFlight, PopState, QueueKey
@@ -29,6 +29,7 @@ from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
 from orbitmq.route import READ_WRITE, PermName
+from orbitmq.topics import dlq_topic, is_group_topic
 from orbitmq.v2.metadata import client_meta
 from orbitmq.v2.status import internal_error_status, ok_status, status, status_from_error
 from orbitmq.v2.telemetry import ClientEvent, ClientInfo
@@ -218,7 +219,7 @@ class PopService:
         group = request.group.name
         topic = request.message_queue.topic.name
         validate_group(group)
-        validate_topic(topic, allow_system=topic.startswith("%DLQ%") or topic.startswith("%RETRY%"))
+        validate_topic(topic, allow_system=is_group_topic(topic))
         tc = self.ctx.topics.get(topic)
         if tc is None:
             raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on this broker")

@@ -41,6 +41,7 @@ from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from orbitmq.proto import namesrv_pb2 as ns_pb
 from orbitmq.proto import namesrv_pb2_grpc as ns_grpc
 from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType, TopicMessageType
+from orbitmq.topics import dlq_topic
 from orbitmq.validation import validate_group, validate_topic
 
 log = logging.getLogger("oms.admin")
@@ -714,7 +715,7 @@ class AdminCore:
         self, group: str, msg_id: str | None, broker: str | None, offset: int | None, queue_id: int
     ) -> m.ResendResult:
         validated(validate_group, group)
-        dlq = m.DLQ_PREFIX + group
+        dlq = dlq_topic(group)
         if msg_id:
             found = [v for v in await self.query_by_id(msg_id, dlq, broker) if v.topic == dlq]
             if not found:

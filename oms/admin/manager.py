@@ -27,6 +27,7 @@ from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutExcepti
 from oms.keys import OMSBuiltinKeys
 from oms.keyvalue import KeyValue
 from orbitmq.errors import Code
+from orbitmq.limits import DEFAULT_OPERATION_TIMEOUT_MS
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("oms.admin")
 
-DEFAULT_TIMEOUT_MS = 5000
 # One call fans out in steps (name server, then brokers in parallel, then a send): the blocking wait covers a few.
 STEPS_PER_CALL = 5
 STOP_TIMEOUT_S = 5.0
@@ -49,7 +49,7 @@ class ResourceManager:
 
     def __init__(self, access_point: MessagingAccessPoint, attributes: KeyValue) -> None:
         self._ap = access_point
-        timeout_ms = attributes.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_TIMEOUT_MS)
+        timeout_ms = attributes.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_OPERATION_TIMEOUT_MS)
         if timeout_ms <= 0:
             raise ValueError(f"{OMSBuiltinKeys.OPERATION_TIMEOUT} must be positive, got {timeout_ms} ms")
         self.timeout_s = timeout_ms / 1000

@@ -12,9 +12,7 @@ from typing import Any
 
 from orbitmq import message_const as mc
 from orbitmq.route import PermName
-
-DLQ_PREFIX = "%DLQ%"
-RETRY_PREFIX = "%RETRY%"
+from orbitmq.topics import is_group_topic
 
 
 def perm_string(perm: int) -> str:
@@ -196,7 +194,7 @@ class MessageView:
         for name in (mc.PROPERTY_RETRY_TOPIC, mc.PROPERTY_DLQ_ORIGIN_TOPIC, mc.PROPERTY_REAL_TOPIC):
             value = self.properties.get(name, "")
             # a message dead-lettered from its retry topic names %RETRY%group in DLQ_ORIGIN_TOPIC: skip that
-            if value and not value.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            if value and not is_group_topic(value):
                 return value
         return None
 

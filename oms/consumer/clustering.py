@@ -31,14 +31,14 @@ from oms.consumer.engine import (
 )
 from oms.consumer.listener import ConsumeContext
 from oms.consumer.process_queue import ProcessQueue
-from oms.convert import DELAY_LEVELS_S
 from oms.errors import OMSException
 from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.plugins import Hooks
 from oms.queue import MessageQueue
+from orbitmq.delay import DEFAULT_DELAY_LEVELS_MS, delay_ms
 from orbitmq.errors import Code
-from orbitmq.limits import CONSUMER_BACKOFF_S, DEFAULT_LONG_POLLING_TIMEOUT_S
+from orbitmq.limits import DEFAULT_LONG_POLLING_TIMEOUT_S
 
 log = logging.getLogger("oms.consumer.clustering")
 
@@ -53,7 +53,7 @@ class ServerPolicy:
 
     fifo: bool = False
     long_polling_s: float = DEFAULT_LONG_POLLING_TIMEOUT_S
-    backoff_ms: tuple[int, ...] = tuple(s * 1000 for s in CONSUMER_BACKOFF_S)
+    backoff_ms: tuple[int, ...] = DEFAULT_DELAY_LEVELS_MS  # the consumer retry ladder
     max_attempts: int = 17
     known: bool = False  # False: no broker answered yet (defaults)
 
@@ -266,7 +266,7 @@ class ReceiveEngine(EngineBase):
     def _delay_ms(self, attempt: int, context: ConsumeContext) -> int:
         level = context.delay_level_when_next_consume
         if level > 0:
-            return DELAY_LEVELS_S[min(level, len(DELAY_LEVELS_S)) - 1] * 1000
+            return delay_ms(level)
         ladder = self.backoff_ms or (1000,)
         return ladder[min(attempt, len(ladder)) - 1]
 

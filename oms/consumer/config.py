@@ -17,6 +17,7 @@ from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import NonStandardKeys, OMSBuiltinKeys, attribute_key
 from oms.keyvalue import KeyValue
 from orbitmq.errors import Code, MQError
+from orbitmq.limits import DEFAULT_OPERATION_TIMEOUT_MS
 from orbitmq.validation import validate_group
 
 MIB = 1024 * 1024
@@ -114,7 +115,6 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     ConsumerKeys.INVISIBLE_TIME: 30_000,
     ConsumerKeys.AWAIT_TERMINATION_MILLIS: 5000,
 }
-DEFAULT_TIMEOUT_MS = 5000
 DEFAULT_CONSUME_TIMESTAMP_AGO = dt.timedelta(minutes=30)  # RocketMQ: half an hour before start
 MAX_RECEIVE_BATCH = 32  # the broker caps a receive at 32 messages (maxPopBatchSize)
 PULL_LONG_POLLING_MS = 15_000  # RocketMQ brokerSuspendMaxTimeMillis
@@ -276,7 +276,7 @@ class ConsumerConfig:
         store_dir = kv.get_string(ConsumerKeys.OFFSET_STORE_DIR) or os.environ.get(
             "ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR", str(Path.home() / ".rocketmq_offsets")
         )
-        timeout_ms = kv.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_TIMEOUT_MS)
+        timeout_ms = kv.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_OPERATION_TIMEOUT_MS)
         if timeout_ms <= 0:
             raise ValueError(f"{OMSBuiltinKeys.OPERATION_TIMEOUT} must be positive, got {timeout_ms} ms")
         invisible_ms = num(ConsumerKeys.INVISIBLE_TIME)

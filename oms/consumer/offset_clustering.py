@@ -43,10 +43,10 @@ from oms.queue import MessageQueue
 from orbitmq import message_const as mc
 from orbitmq.errors import Code
 from orbitmq.record import RecordFormatError, iter_records
+from orbitmq.topics import is_dlq_topic, is_retry_topic, retry_topic
 
 log = logging.getLogger("oms.consumer.offset")
 
-RETRY_PREFIX = "%RETRY%"
 LEASE_TRUST_FRACTION = 0.5  # RocketMQ's client trusts a 60 s broker lease for 30 s
 LOCK_RETRY_S = 0.2  # an orderly queue whose lease another member still holds is tried again after this
 
@@ -105,7 +105,7 @@ class OffsetClusteringEngine(EngineBase):
         self._committed: dict[QueueRef, int] = {}  # consumed offsets not yet sent (or changed since)
         self._sent: dict[QueueRef, int] = {}
         self.long_polling_ms = config.long_polling_ms or PULL_LONG_POLLING_MS
-        self.retry_topic = f"{RETRY_PREFIX}{calls.group}"
+        self.retry_topic = retry_topic(calls.group)
         self._lease_s: float | None = None  # the broker's lease time, once a LockQueues answered
 
     @property
@@ -145,7 +145,7 @@ class OffsetClusteringEngine(EngineBase):
         try:
             route = await self.core.routes.get(topic)
         except OMSException as exc:
-            if not topic.startswith(RETRY_PREFIX):  # the retry topic exists from the first send-back on
+            if not is_retry_topic(topic):  # the retry topic exists from the first send-back on
                 log.warning("route of %s unavailable: %s", topic, exc)
             return None
         queues = [QueueRef(q.queue, q.endpoint) for q in route.queues if q.readable]
@@ -221,9 +221,7 @@ class OffsetClusteringEngine(EngineBase):
         cfg = self.config
         # a new group reads its retry topic from the start: nothing is in it before its first send-back
         where = (
-            ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-            if state.queue.topic.startswith(RETRY_PREFIX)
-            else cfg.consume_from_where
+            ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if is_retry_topic(state.queue.topic) else cfg.consume_from_where
         )
         while True:
             try:
@@ -332,7 +330,7 @@ class OffsetClusteringEngine(EngineBase):
             for record in iter_records(raw):
                 message = record_to_message(record)
                 listener_topic = pulled_topic
-                if pulled_topic.startswith(RETRY_PREFIX):
+                if is_retry_topic(pulled_topic):
                     # RocketMQ's resetRetryAndNamespace: the listener sees the message's own topic
                     listener_topic = record.properties.get(mc.PROPERTY_RETRY_TOPIC, pulled_topic)
                     message.destination = listener_topic
@@ -342,7 +340,7 @@ class OffsetClusteringEngine(EngineBase):
         return out
 
     def _selector(self, topic: str) -> MessageSelector | None:
-        if topic.startswith(RETRY_PREFIX):
+        if is_retry_topic(topic):
             return None  # RocketMQ subscribes the retry topic with "*"
         sub = self._subscriptions().get(topic)
         return sub.selector if sub is not None else None
@@ -395,7 +393,7 @@ class OffsetClusteringEngine(EngineBase):
         """One PullBatch; the wanted messages (offsets and resets applied), or None after an error pause."""
         topic = state.queue.topic
         selector = self._selector(topic)
-        if selector is None and not topic.startswith(RETRY_PREFIX):
+        if selector is None and not is_retry_topic(topic):
             await asyncio.sleep(self.config.rebalance_interval_s)  # detached: the next rebalance gives it up
             return None
         try:
@@ -475,7 +473,7 @@ class OffsetClusteringEngine(EngineBase):
         except OMSException as exc:
             log.warning("sending %s back failed: %s", p.message.message_id, exc)
             return False
-        if result.destination.startswith("%DLQ%"):
+        if is_dlq_topic(result.destination):
             self.stats.dead_lettered += 1
         else:
             self.stats.retried += 1

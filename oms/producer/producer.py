@@ -58,7 +58,7 @@ from oms.producer.transaction import (
 from oms.queue import ANY_QUEUE, MessageQueue
 from oms.version import CLIENT_VERSION
 from orbitmq.errors import Code
-from orbitmq.limits import MAX_BATCH_SIZE, MAX_MESSAGE_BODY_SIZE, MAX_SEND_BATCH_MESSAGES
+from orbitmq.limits import DEFAULT_OPERATION_TIMEOUT_MS, MAX_BATCH_SIZE, MAX_MESSAGE_BODY_SIZE, MAX_SEND_BATCH_MESSAGES
 
 if TYPE_CHECKING:
     from oms.access_point import MessagingAccessPoint
@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("oms.producer")
 
-DEFAULT_TIMEOUT_MS = 5000  # OMS OPERATION_TIMEOUT default (RocketMQ's OMS adapter)
 DEFAULT_RETRIES = 2  # RocketMQ retryTimesWhenSendFailed
 DEFAULT_COMPRESS_OVER = 4096  # RocketMQ compressMsgBodyOverHowmuch
 DEFAULT_CALLBACK_THREADS = 4
@@ -89,7 +88,7 @@ RETRY_CODES = frozenset(
 
 @dataclass(frozen=True)
 class ProducerConfig:
-    timeout_s: float = DEFAULT_TIMEOUT_MS / 1000
+    timeout_s: float = DEFAULT_OPERATION_TIMEOUT_MS / 1000
     retry_times_when_send_failed: int = DEFAULT_RETRIES
     send_latency_fault_enable: bool = False
     compress_msg_body_over_howmuch: int = DEFAULT_COMPRESS_OVER
@@ -100,7 +99,7 @@ class ProducerConfig:
     @classmethod
     def from_attributes(cls, kv: KeyValue) -> ProducerConfig:
         cfg = cls(
-            timeout_s=kv.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_TIMEOUT_MS) / 1000,
+            timeout_s=kv.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_OPERATION_TIMEOUT_MS) / 1000,
             retry_times_when_send_failed=kv.get_int(NonStandardKeys.RETRY_TIMES_WHEN_SEND_FAILED, DEFAULT_RETRIES),
             send_latency_fault_enable=kv.get_boolean(NonStandardKeys.SEND_LATENCY_FAULT_ENABLE, False),
             compress_msg_body_over_howmuch=kv.get_int(

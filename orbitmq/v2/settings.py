@@ -7,12 +7,13 @@ whole-second long polling timeout, the group's fifo flag and a ``customized_back
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from orbitmq import limits
+from orbitmq.delay import DEFAULT_DELAY_LEVELS_MS
 from orbitmq.errors import MQError
 from orbitmq.v2.status import ok_status
 
@@ -45,7 +46,7 @@ class SettingsPolicy:
     receive_batch_size: int = limits.DEFAULT_RECEIVE_BATCH_SIZE
     max_delivery_attempts: Callable[[str], int] = _default_attempts
     fifo: Callable[[str], bool] = _never_fifo
-    consumer_backoff_s: Sequence[int] = field(default_factory=lambda: limits.CONSUMER_BACKOFF_S)
+    consumer_backoff_ms: Sequence[int] = DEFAULT_DELAY_LEVELS_MS  # the default messageDelayLevel ladder
     producer_max_attempts: int = limits.PRODUCER_MAX_ATTEMPTS
 
 
@@ -69,7 +70,7 @@ def consumer_backoff(policy: SettingsPolicy, group: str) -> definition_pb2.Retry
     return definition_pb2.RetryPolicy(
         max_attempts=policy.max_delivery_attempts(group),
         customized_backoff=definition_pb2.CustomizedBackoff(
-            next=[duration_pb2.Duration(seconds=int(s)) for s in policy.consumer_backoff_s]
+            next=[_duration_ms(ms) for ms in policy.consumer_backoff_ms]
         ),
     )
 

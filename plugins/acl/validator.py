@@ -32,13 +32,12 @@ from pathlib import Path
 from types import TracebackType
 
 from orbitmq.errors import Code, MQError
+from orbitmq.topics import group_of_topic
 from orbitmq.v2.metadata import AUTHORIZATION, DATE_TIME
 from orbitmq.v2.signature import AUTH_ALGORITHM, parse_authorization, verify
 from plugins.acl.config import Account, AclConfig, Perm, check_permission
 from plugins.acl.watcher import CHECK_INTERVAL_S, AclFileWatcher
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 _SHOWN = 64  # names in messages come from the caller; quote only their start
 
@@ -161,14 +160,6 @@ class PlainAccessValidator:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-
-def group_of_topic(topic: str) -> str | None:
-    """The group a ``%RETRY%group`` / ``%DLQ%group`` topic belongs to, else None."""
-    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
-        if topic.startswith(prefix) and len(topic) > len(prefix):
-            return topic[len(prefix) :]
-    return None
 
 
 @dataclass(frozen=True)

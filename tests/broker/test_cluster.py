@@ -12,7 +12,7 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import message, raw_client
-from tests.procs import wait_until
+from tests.waiting import wait_until
 
 OK = definition_pb2.Code.OK
 EXPIRY_S = 3.0

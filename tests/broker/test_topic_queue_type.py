@@ -11,10 +11,11 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
-from broker.topic_config_manager import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicConfigManager, settle_queue_type
+from broker.topic_config_manager import TopicConfigManager, settle_queue_type
 from orbitmq.errors import Code, MQError
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType, PermName, TopicConfig
+from orbitmq.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 from tests.broker.v2client import raw_client
 
 OK = definition_pb2.Code.OK

@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import BrokerFactory, BrokerHandle
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 RUN_TIMEOUT = 60.0  # seconds per example run

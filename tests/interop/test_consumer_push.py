@@ -10,7 +10,8 @@ import pytest
 from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
 
 from tests.broker.v2client import raw_client
-from tests.pop.client_helpers import config, produce, wait_for, write_group_config, write_topic_config
+from tests.pop.client_helpers import config, produce, write_group_config, write_topic_config
+from tests.waiting import wait_until
 
 
 class Recorder(MessageListener):
@@ -48,12 +49,12 @@ def test_push_success_and_failure_redelivery(broker):
     produce(broker.addr, topic, [b"ok-1", b"ok-2", b"flaky"])
     consumer = start_push(broker.addr, group, topic, listener)
     try:
-        wait_for(
+        wait_until(
             lambda: listener.attempts(b"flaky") == [1, 2], 12, "flaky redelivered with attempt 2 after its 1 s backoff"
         )
-        wait_for(lambda: listener.attempts(b"ok-1") == [1] and listener.attempts(b"ok-2") == [1], 10, "ok messages")
+        wait_until(lambda: listener.attempts(b"ok-1") == [1] and listener.attempts(b"ok-2") == [1], 10, "ok messages")
         produce(broker.addr, topic, [b"late"])
-        wait_for(lambda: listener.attempts(b"late") == [1], 30, "a message sent while the consumer runs")
+        wait_until(lambda: listener.attempts(b"late") == [1], 30, "a message sent while the consumer runs")
         # every message acked: the group's consumer offsets reach the end of each queue
         with raw_client(broker.addr) as c:
 
@@ -64,7 +65,7 @@ def test_push_success_and_failure_redelivery(broker):
                     total += max(0, resp.offset)
                 return total == 4
 
-            wait_for(caught_up, 15, "consumer offsets at the end")
+            wait_until(caught_up, 15, "consumer offsets at the end")
     finally:
         consumer.shutdown()
     assert listener.attempts(b"ok-1") == [1]  # acked messages never came back
@@ -85,7 +86,7 @@ def test_push_failing_message_lands_in_dlq_after_max_attempts(broker_factory, tm
             def in_dlq() -> bool:
                 return bool(c.pull("check", f"%DLQ%{group}", 0, 0).messages)
 
-            wait_for(in_dlq, 40, "the message in the DLQ")
+            wait_until(in_dlq, 40, "the message in the DLQ")
             [dead] = c.pull("check", f"%DLQ%{group}", 0, 0).messages
         assert dead.body == b"poison" and dead.system_properties.message_id == msg_id
         assert dead.system_properties.tag == "Bad"
@@ -113,7 +114,7 @@ def test_fifo_push_consumer_keeps_group_order_and_forwards_to_dlq(broker_factory
     ids = produce(broker.addr, topic, [b"a1", b"a2", b"a3"], message_group="A")
     consumer = start_push(broker.addr, group, topic, listener)
     try:
-        wait_for(lambda: listener.attempts(b"a3") == [1], 40, "a3 consumed")
+        wait_until(lambda: listener.attempts(b"a3") == [1], 40, "a3 consumed")
         with lock:
             assert order == [b"a1", b"a1", b"a2", b"a3"]  # local retries of a1, then the rest in order
         with raw_client(broker.addr) as c:

@@ -8,7 +8,10 @@ import sys
 
 import pytest
 
-from tests.procs import ROOT, ServerProcess, free_port, wait_until
+from tests.procs import ROOT, ServerProcess, free_port
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.timeout(120)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -24,16 +23,6 @@ def namesrv_process(tmp: Path, *extra: str, expire_s: float = 120.0) -> Iterator
         yield proc, f"127.0.0.1:{port}"
     finally:
         proc.stop()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.1) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        if await check():
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s: {what}")
-        await asyncio.sleep(interval)
 
 
 def internal_stub(channel: grpc.aio.Channel) -> namesrv_pb2_grpc.NameServerStub:

@@ -15,10 +15,11 @@ from rocketmq.grpc_protocol import service_pb2 as s
 from broker.registration import BrokerRegistrar
 from orbitmq.proto import namesrv_pb2 as pb
 from orbitmq.route import TopicConfig, TopicMessageType
-from tests.namesrv.helpers import client_metadata, eventually, internal_stub, namesrv_process, v2_stub
-from tests.procs import ROOT, ServerProcess, free_port, wait_until
+from tests.namesrv.helpers import client_metadata, internal_stub, namesrv_process, v2_stub
+from tests.procs import ROOT, ServerProcess, free_port
+from tests.waiting import eventually, wait_until
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.integration]
 OK = d.Code.OK
 
 
@@ -143,10 +144,10 @@ def test_crashed_broker_session_close_drops_it_at_once(tmp_path: Path) -> None:
             tmp_path / "registrar.log",
         ).start()
         try:
-            wait_until(lambda: asyncio.run(has_route(addr, "t-crash")), 20, 0.2, "registration of crashy")
+            wait_until(lambda: asyncio.run(has_route(addr, "t-crash")), 20, "registration of crashy", interval=0.2)
             broker.stop(signal.SIGKILL)
             # far sooner than the 120 s expiry: the closed session removes it
-            wait_until(lambda: not asyncio.run(has_route(addr, "t-crash")), 10, 0.2, "session-close removal")
+            wait_until(lambda: not asyncio.run(has_route(addr, "t-crash")), 10, "session-close removal", interval=0.2)
         finally:
             broker.stop(signal.SIGKILL)
 

@@ -16,7 +16,7 @@ from orbitmq.route import GroupPolicy, TopicConfig
 from tests.namesrv.helpers import client_metadata, namesrv_process, v2_stub
 from tests.v2.test_settings import consumer_settings, producer_settings
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.integration]
 OK = d.Code.OK
 
 

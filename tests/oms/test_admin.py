@@ -18,7 +18,9 @@ from orbitmq.errors import Code
 from orbitmq.proto import consume_pb2, consume_pb2_grpc
 from tests.broker.v2client import raw_client
 from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
-from tests.procs import wait_until
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 CLUSTER = "AdminCluster"
 

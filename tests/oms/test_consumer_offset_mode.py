@@ -23,6 +23,7 @@ import oms
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.conftest import BrokerFactory, BrokerHandle
 from tests.oms.helpers import create_topic, pull_all
+from tests.waiting import wait_until
 
 # short rebalance/commit/long-polling periods keep the file fast; the broker's lease is 2 s (see the fixture)
 FAST = {
@@ -56,15 +57,6 @@ def ap(broker: BrokerHandle) -> Iterator[oms.MessagingAccessPoint]:
 def producer(ap: oms.MessagingAccessPoint) -> Iterator[oms.Producer]:
     with ap.create_producer(operation_timeout=10_000) as p:
         yield p
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def send(producer: oms.Producer, topic: str, bodies: list[str]) -> None:

@@ -19,17 +19,9 @@ from rocketmq.grpc_protocol import definition_pb2
 import oms
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.oms.helpers import create_topic, pull_all
+from tests.waiting import wait_until
 
 FAST = {"rebalance_interval": 500, "persist_consumer_offset_interval": 500}
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def create_group(addr: str, group: str, *, retry_max_times: int = 16, orderly: bool = False) -> None:

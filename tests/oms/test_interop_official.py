@@ -19,17 +19,9 @@ from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.conftest import BrokerHandle
 from tests.oms.helpers import create_topic
 from tests.pop.client_helpers import config, receive_until, simple_consumer
+from tests.waiting import wait_until
 
 WAIT_S = 15.0
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = WAIT_S, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def create_group(addr: str, group: str, *, orderly: bool = False) -> None:

@@ -21,7 +21,9 @@ from oms import mqadmin
 from orbitmq.errors import Code
 from orbitmq.proto import consume_pb2, consume_pb2_grpc
 from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
-from tests.procs import wait_until
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 CLUSTER = "CliCluster"
 SCRIPT = Path(sys.executable).parent / "mqadmin"

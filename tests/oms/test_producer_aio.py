@@ -11,7 +11,7 @@ import pytest
 import oms
 from orbitmq.errors import Code
 from tests.oms.helpers import bodies, create_topic, pull_all
-from tests.procs import wait_until
+from tests.waiting import wait_until
 
 
 def run(coro, timeout: float = 30):

@@ -10,6 +10,7 @@ import pytest
 import oms
 from orbitmq.errors import Code
 from tests.oms.helpers import bodies, create_topic
+from tests.waiting import wait_until
 
 TOPIC = "OmsTx"
 
@@ -29,15 +30,6 @@ class Checker:
         with self.lock:
             self.checked.append((message.get_body(str), context.transaction_id))
         return self.answer
-
-
-def _wait_for(addr: str, body: bytes, timeout: float = 15) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if body in bodies(addr, TOPIC):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 @pytest.mark.timeout(60)
@@ -84,7 +76,9 @@ def test_unknown_then_the_broker_check_back_commits(shared_broker, access_point)
         result = p.send(oms.BytesMessage(b"orphan-commit", TOPIC), lambda m, ctx: oms.TransactionResolution.UNKNOWN)
         assert result.transaction_resolution is oms.TransactionResolution.UNKNOWN
         assert b"orphan-commit" not in bodies(shared_broker.addr, TOPIC)
-        assert _wait_for(shared_broker.addr, b"orphan-commit"), "the check-back committed it"
+        wait_until(
+            lambda: b"orphan-commit" in bodies(shared_broker.addr, TOPIC), 15, what="the check-back committing it"
+        )
         assert ("orphan-commit", result.transaction_id) in checker.checked
 
 

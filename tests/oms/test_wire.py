@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import types
 from collections.abc import Iterator
 from concurrent import futures
@@ -17,6 +16,7 @@ import oms
 import oms.convert
 from orbitmq.errors import Code
 from tests.procs import free_port
+from tests.waiting import wait_until
 
 
 class Recorder(service_pb2_grpc.MessagingServiceServicer):
@@ -96,22 +96,13 @@ def fake_server() -> Iterator[Recorder]:
         server.stop(0).wait(5)
 
 
-def _wait(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise TimeoutError("condition not met")
-
-
 @pytest.mark.timeout(30)
 def test_every_call_carries_the_v2_headers(fake_server):
     url = f"oms:rocketmq://127.0.0.1:{fake_server.port}/ns1"
     with oms.get_messaging_access_point(url) as ap, ap.create_producer() as p1, ap.create_producer() as p2:
         p1.send(oms.BytesMessage(b"x", "T"))
         p2.send(oms.BytesMessage(b"y", "T"))
-        _wait(lambda: len(fake_server.methods("Telemetry")) >= 2)
+        wait_until(lambda: len(fake_server.methods("Telemetry")) >= 2)
     client_ids = set()
     request_ids = set()
     for method, md, _ in fake_server.calls:
@@ -141,14 +132,14 @@ def test_telemetry_sends_producer_settings_with_every_topic_used(fake_server):
         def settings() -> list[definition_pb2.Settings]:
             return [c.settings for _, c in fake_server.methods("TelemetryCommand") if c.HasField("settings")]
 
-        _wait(lambda: any(len(s.publishing.topics) == 2 for s in settings()))
+        wait_until(lambda: any(len(s.publishing.topics) == 2 for s in settings()))
         last = settings()[-1]
         assert last.client_type == definition_pb2.PRODUCER
         assert sorted(t.name for t in last.publishing.topics) == ["TopicA", "TopicB"]
         assert last.publishing.max_body_size == 4 * 1024 * 1024 and last.request_timeout.seconds == 2
         assert last.user_agent.language == definition_pb2.PYTHON
         session = p._core.telemetry(next(iter(p._core.routes.endpoints())))  # type: ignore[union-attr]
-        _wait(lambda: session is not None and session.server_settings is not None)
+        wait_until(lambda: session is not None and session.server_settings is not None)
 
 
 @pytest.mark.timeout(30)
@@ -180,7 +171,7 @@ def test_credentials_sign_every_call_including_the_telemetry_stream(fake_server,
     url = f"oms:rocketmq://127.0.0.1:{fake_server.port}/"
     with oms.get_messaging_access_point(url, access_key="AK", secret_key="SK") as ap, ap.create_producer() as p:
         p.send(oms.BytesMessage(b"x", "T"))
-        _wait(lambda: bool(fake_server.methods("Telemetry")))
+        wait_until(lambda: bool(fake_server.methods("Telemetry")))
     for method, md, _ in fake_server.calls:
         if method != "TelemetryCommand":
             assert md["authorization"] == "MQv2-HMAC-SHA1 Credential=AK", method
@@ -209,6 +200,6 @@ def test_routes_refresh_and_heartbeats_run_in_the_background(fake_server, monkey
     url = f"oms:rocketmq://127.0.0.1:{fake_server.port}/"
     with oms.get_messaging_access_point(url) as ap, ap.create_producer() as p:
         p.send(oms.BytesMessage(b"x", "T"))
-        _wait(lambda: len(fake_server.methods("QueryRoute")) >= 4 and len(fake_server.methods("Heartbeat")) >= 3)
+        wait_until(lambda: len(fake_server.methods("QueryRoute")) >= 4 and len(fake_server.methods("Heartbeat")) >= 3)
     [(_, hb)] = fake_server.methods("Heartbeat")[:1]
     assert hb.client_type == definition_pb2.PRODUCER

@@ -28,6 +28,7 @@ from plugins.acl import (
     RemoteAddressPattern,
     ResourceKind,
 )
+from tests.waiting import wait_until
 
 TOPIC, GROUP = ResourceKind.TOPIC, ResourceKind.GROUP
 PUB, SUB, ANY, ADMIN = Action.PUB, Action.SUB, Action.PUB_SUB, Action.ADMIN
@@ -429,13 +430,6 @@ def _write(path: Path, text: str, bump_s: int) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the ACL change was not picked up in time"
-        time.sleep(0.02)
-
-
 def _logged(v: PlainAccessValidator, caplog: pytest.LogCaptureFixture, text: str) -> bool:
     """Touch the validator (reloads happen on access), then look at the log."""
     assert v.config is not None
@@ -458,23 +452,23 @@ def test_a_changed_file_takes_effect_and_a_broken_one_keeps_the_last_good(tmp_pa
         assert not _can(v, "later")
 
         _write(path, ACL_YAML.replace("      - audit=PUB", "      - audit=PUB\n      - later=PUB"), 1)
-        _wait_for(lambda: _can(v, "later"))
+        wait_until(lambda: _can(v, "later"))
 
         with caplog.at_level(logging.ERROR, logger="plugins.acl.watcher"):
             _write(path, "accounts: [ {accessKey: broken", 2)  # not YAML
-            _wait_for(lambda: _logged(v, caplog, "not reloaded"))
+            wait_until(lambda: _logged(v, caplog, "not reloaded"))
             assert _can(v, "later")  # still the last good configuration
             caplog.clear()
             _write(path, "accounts:\n  - {accessKey: appAK, secretKey: short}", 3)  # YAML, but invalid
-            _wait_for(lambda: _logged(v, caplog, "not reloaded"))
+            wait_until(lambda: _logged(v, caplog, "not reloaded"))
             assert "secretKey" in caplog.text and _can(v, "later")
             caplog.clear()
             path.unlink()
-            _wait_for(lambda: _logged(v, caplog, "not reloaded"))
+            wait_until(lambda: _logged(v, caplog, "not reloaded"))
             assert _can(v, "later")
 
         _write(path, ACL_YAML, 4)  # fixed again: picked up again
-        _wait_for(lambda: not _can(v, "later"))
+        wait_until(lambda: not _can(v, "later"))
 
     # closed: no more reloading
     _write(path, ACL_YAML.replace("      - audit=PUB", "      - audit=PUB\n      - later=PUB"), 5)
@@ -488,7 +482,7 @@ def test_a_broken_reload_is_logged_once_per_change(tmp_path: Path, caplog):
     v = PlainAccessValidator.from_file(path, check_interval_s=0.01)
     with caplog.at_level(logging.ERROR, logger="plugins.acl.watcher"):
         _write(path, "{{{", 1)
-        _wait_for(lambda: _logged(v, caplog, "not reloaded"))
+        wait_until(lambda: _logged(v, caplog, "not reloaded"))
         for _ in range(10):
             time.sleep(0.015)
             login(v, "appAK", "appSecret")

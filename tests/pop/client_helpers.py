@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +83,3 @@ def write_topic_config(store: Path, topic: str, *, queues: int = 4, message_type
         "messageType": message_type,
     }
     path.write_text(json.dumps(table))
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")

@@ -5,16 +5,21 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from broker.store.config import FlushDiskType
 from broker.store.message_store import DefaultMessageStore
 from tests.procs import ROOT
 from tests.store.conftest import small_config
+
+pytestmark = pytest.mark.integration
 
 
 def payload(i: int) -> bytes:
@@ -33,11 +38,17 @@ def test_sigkill_rounds_keep_every_acknowledged_append(tmp_path: Path) -> None:
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         try:
-            time.sleep(0.6 + rng.random() * 1.2)
+            # The kill lands at a random moment once the writer is acknowledging (on a loaded machine its start
+            # alone can take longer than the random delay).
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, "the writer printed nothing within 60 s"
+            first = proc.stdout.readline()
+            time.sleep(0.2 + rng.random() * 1.2)
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate(timeout=30)
-        lines = out.decode().splitlines()
+        lines = (first + out).decode().splitlines()
         for line in lines:
             parts = line.split()
             if len(parts) == 3:  # the last line may be torn by the kill

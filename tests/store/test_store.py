@@ -19,8 +19,8 @@ from broker.store.results import (
     PutResults,
 )
 from orbitmq.msgid import decode_offset_message_id
-from tests.procs import wait_until
 from tests.store.conftest import StoreFactory
+from tests.waiting import wait_until
 
 
 def msg(i: int, topic: str = "T", qid: int = 0, tag: str = "a", **props: str) -> MessageExtBrokerInner:

@@ -18,7 +18,7 @@ from orbitmq.proto import namesrv_pb2 as pb
 from tests.namesrv.helpers import internal_stub, namesrv_process
 from tests.procs import ROOT
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.integration]
 
 
 async def register_self(addr: str, topic: str) -> None:

@@ -14,8 +14,9 @@ from rocketmq.grpc_protocol import service_pb2 as s
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
 from orbitmq.v2.telemetry import ClientEvent, ClientInfo
-from tests.namesrv.helpers import client_metadata, eventually, v2_stub
+from tests.namesrv.helpers import client_metadata, v2_stub
 from tests.v2.test_settings import consumer_settings, producer_settings
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,4 @@
-"""The resource manager's async core: name server and broker admin calls, fan-out over brokers, dead-letter resend.
+"""The resource manager's async core: name server and broker admin calls, fan-out over brokers, message queries.
 
 Runs on the access point's loop over its channel pool; ``oms.admin.manager.ResourceManager`` is the blocking facade.
 """
@@ -138,11 +138,12 @@ class AdminCore:
         return self._namesrv_stub
 
     async def close(self) -> None:
-        """Nothing of its own to close: the channels belong to the access point's pool, which closes them."""
+        """Drops its stubs; the channels stay open for the access point's other clients (its shutdown closes them)."""
         self._admin_stubs.clear()
         self._namesrv_stub = None
 
     async def invoke(self, call: UnaryCall[R], request: Message, what: str) -> R:
+        """One unary call of a generated stub with our headers and timeout; a gRPC failure raises its OMS exception."""
         try:
             return await call(request, metadata=self.headers.build(), timeout=self.timeout_s)
         except grpc.RpcError as exc:

@@ -13,16 +13,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from oms.admin import models as m
-from oms.admin.core import (
+from oms.admin.configs import (
     DEFAULT_PERM,
     DEFAULT_QUEUE_NUMS,
     DEFAULT_RETRY_MAX_TIMES,
     DEFAULT_RETRY_QUEUE_NUMS,
-    MAX_QUERY_NUM,
-    AdminCore,
     GroupChanges,
     TopicChanges,
 )
+from oms.admin.core import MAX_QUERY_NUM, AdminCore
+from oms.admin.dead_letters import resend_dead_letter
 from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
 from oms.keys import OMSBuiltinKeys
 from oms.keyvalue import KeyValue
@@ -338,7 +338,7 @@ class ResourceManager:
 
         The resent message keeps its message id, body, tag, keys and properties; the DLQ copy is left in place.
         """
-        result: m.ResendResult = self._run(AdminCore.resend_dead_letter, group, msg_id, broker, offset, queue_id)
+        result: m.ResendResult = self._run(resend_dead_letter, group, msg_id, broker, offset, queue_id)
         return result
 
     def __repr__(self) -> str:

@@ -38,12 +38,19 @@ class ChannelPool:
     def __init__(self) -> None:
         self._channels: dict[Endpoint, tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]] = {}
 
-    def stub(self, endpoint: Endpoint) -> service_pb2_grpc.MessagingServiceStub:
+    def _entry(self, endpoint: Endpoint) -> tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]:
         entry = self._channels.get(endpoint)
         if entry is None:
             channel = grpc.aio.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
             entry = self._channels[endpoint] = (channel, service_pb2_grpc.MessagingServiceStub(channel))
-        return entry[1]
+        return entry
+
+    def stub(self, endpoint: Endpoint) -> service_pb2_grpc.MessagingServiceStub:
+        return self._entry(endpoint)[1]
+
+    def channel(self, endpoint: Endpoint) -> grpc.aio.Channel:
+        """The shared channel itself, for the other services a server offers there (admin, name server)."""
+        return self._entry(endpoint)[0]
 
     async def close(self, grace: float = 0.5) -> None:
         channels, self._channels = list(self._channels.values()), {}

@@ -1,0 +1,1 @@
+"""Subscription group commands: ``updateSubGroup``, ``deleteSubGroup``, ``groupList``."""

@@ -1,0 +1,2 @@
+"""Message commands: ``queryMsgById``, ``queryMsgByKey``, ``queryMsgByOffset``, ``resendDeadLetter``,
+``sendMessage``, ``consumeMessage``."""

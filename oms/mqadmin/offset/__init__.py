@@ -1,0 +1,1 @@
+"""Offset commands: ``consumerProgress``, ``resetOffsetByTime``."""

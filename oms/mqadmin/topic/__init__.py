@@ -1,0 +1,1 @@
+"""Topic commands: ``topicList``, ``updateTopic``, ``deleteTopic``, ``topicRoute``, ``topicStatus``."""

@@ -1,6 +1,7 @@
-"""The dependency direction of docs/ARCHITECTURE: plugins see only the hook layer, the broker registers plugins
-in one place, the hook layer and the shared package stand on their own. Checked on the source (every import,
-including those inside functions and ``TYPE_CHECKING`` blocks), so a back-edge fails here before it cycles."""
+"""The dependency direction of the layout: plugins see only the hook layer, the broker registers plugins in one
+place, the hook layer and the shared package stand on their own, the pop state machine knows no wire format.
+Checked on the source (every import, also inside functions and ``TYPE_CHECKING`` blocks), so a back-edge fails
+here before it turns into an import cycle."""
 
 from __future__ import annotations
 
@@ -90,6 +91,14 @@ def hook_layer_rule(module: str, name: str) -> str | None:
     return None
 
 
+def pop_rule(module: str, name: str) -> str | None:
+    """The receive/ack state machine knows no wire format: its gRPC edge (``broker.grpc``) depends on it."""
+    for edge in ("broker.grpc", "grpc", "google.protobuf", "rocketmq.grpc_protocol", "orbitmq.proto"):
+        if _under(name, edge):
+            return "broker.pop is the state machine; requests and responses belong to broker.grpc"
+    return None
+
+
 def shared_rule(module: str, name: str) -> str | None:
     """orbitmq is the bottom layer: everything may import it, it imports none of them."""
     for top in ("broker", "namesrv", "oms", "plugins", "transports", "spark_connector"):
@@ -113,6 +122,11 @@ def test_the_hook_layer_stands_alone() -> None:
     assert not found, "\n".join(found)
 
 
+def test_the_pop_state_machine_knows_no_wire_format() -> None:
+    found = _violations(_modules("broker/pop"), pop_rule)
+    assert not found, "\n".join(found)
+
+
 def test_the_shared_package_imports_no_upper_layer() -> None:
     found = _violations(_modules("orbitmq"), shared_rule)
     assert not found, "\n".join(found)
@@ -132,6 +146,9 @@ def test_the_shared_package_imports_no_upper_layer() -> None:
         ("broker.builtin_plugins", "from plugins.acl.plugin import AclPlugin\n", broker_rule, False),
         ("broker.hookspecs", "from broker.store.results import MessageFilter\n", hook_layer_rule, True),
         ("broker.x", "from .store import message\n", broker_rule, False),
+        ("broker.pop.service", "from broker.grpc.convert import to_v2_message\n", pop_rule, True),
+        ("broker.pop.service", "from rocketmq.grpc_protocol import service_pb2\n", pop_rule, True),
+        ("broker.pop.service", "from broker.pop.state import PopState\n", pop_rule, False),
     ],
 )
 def test_the_rules_catch_a_back_edge(

@@ -11,14 +11,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.hookspecs import CompiledFilter, FilterRegistration, FilterType
+from broker.hookspecs import CompiledFilter, FilterBitmap, FilterRegistration, FilterType, StoredMessage
 from broker.json_file import read_json, write_json_atomic
-from broker.store.consume_queue_ext import CqExtUnit
-from broker.store.message import MessageExt, MessageExtBrokerInner
+from broker.store.message import MessageExtBrokerInner
 from broker.store.message_store import DefaultMessageStore
 from broker.store.results import AppendMessageResult, MessageFilter
+from orbitmq.filter.bloom import BloomFilter, BloomFilterData
 from orbitmq.logging import get_logger
-from plugins.filters_sql92 import BloomFilter, BloomFilterData
 
 log = get_logger("broker.filter")
 
@@ -47,7 +46,7 @@ class BloomCheckedFilter:
     def matches_all(self) -> bool:
         return False
 
-    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: CqExtUnit | None) -> bool:
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: FilterBitmap | None) -> bool:
         # No unit, or one written before the group registered: its bits say nothing about this group.
         if cq_ext is not None and cq_ext.commitlog_offset >= self.since_commitlog_offset:
             try:
@@ -58,7 +57,7 @@ class BloomCheckedFilter:
                 return False
         return self.inner.is_matched_by_consume_queue(tags_code, None)
 
-    def is_matched_by_commitlog(self, msg: MessageExt) -> bool:
+    def is_matched_by_commitlog(self, msg: StoredMessage) -> bool:
         return self.inner.is_matched_by_commitlog(msg)
 
 

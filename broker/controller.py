@@ -26,7 +26,7 @@ from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
 from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
-from broker.pop.config import PopConfig
+from broker.pop.service import PopService
 from broker.registration import BrokerRegistrar
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
@@ -48,23 +48,13 @@ GRPC_OPTIONS = [
 ]
 
 
-def _load_pop_service(ctx: BrokerContext, config: PopConfig) -> Any:
-    """C2's PopService when present; receive/ack answer NOT_IMPLEMENTED without it."""
-    try:
-        module = importlib.import_module("broker.pop.service")
-    except ModuleNotFoundError:
-        log.warning("pop service not available, receive/ack disabled")
-        return None
-    return module.PopService(ctx, config)
-
-
 class BrokerController:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.config = settings.broker
         self.server: grpc.aio.Server | None = None
         self.ctx: BrokerContext | None = None
-        self.pop: Any = None
+        self.pop: PopService | None = None
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -134,9 +124,8 @@ class BrokerController:
         )
         await ctx.transactions.start()
         await telemetry.start()
-        self.pop = _load_pop_service(ctx, self.settings.pop)
-        if self.pop is not None:
-            await self.pop.start()
+        self.pop = PopService(ctx, self.settings.pop)
+        await self.pop.start()
 
         server = grpc.aio.server(options=GRPC_OPTIONS)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)

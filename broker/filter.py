@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from broker.hookspecs import FilterType
-from broker.store.consume_queue_ext import CqExtUnit
-from broker.store.message import MessageExt, tags_hash_code
+from broker.hookspecs import FilterBitmap, FilterType, StoredMessage
+from broker.store.message import tags_hash_code
 from orbitmq.errors import Code, MQError
 
 SUB_ALL = "*"
@@ -47,10 +46,10 @@ class TagFilter:
     def matches_all(self) -> bool:
         return not self.tags
 
-    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: CqExtUnit | None) -> bool:
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: FilterBitmap | None) -> bool:
         return self.matches_all or tags_code in self.codes
 
-    def is_matched_by_commitlog(self, msg: MessageExt) -> bool:
+    def is_matched_by_commitlog(self, msg: StoredMessage) -> bool:
         # The hash may collide: confirm with the tag itself.
         return self.matches_all or msg.tags in self.tags
 

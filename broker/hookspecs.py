@@ -1,23 +1,20 @@
-"""The broker's pluggy hook specifications: filters, filter bits, queue allocation, ACL and message hooks.
+"""The broker's pluggy hook specifications and the types they speak: filters, filter bits, queue allocation, ACL
+and message hooks.
 
 Built-in behaviour (tag and SQL92 filters, the six allocators, plain ACL) is implemented through these same
 hooks (``broker/builtin_plugins.py``); third-party plugins load from the ``orbitmq.plugins`` entry-point group.
+This module is all a plugin needs of the broker: it imports nothing else of it, so the store's classes stay free to
+change (they satisfy the protocols below structurally).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from enum import Enum, StrEnum
+from typing import Protocol
 
 import pluggy
-
-from broker.store.results import MessageFilter
-
-if TYPE_CHECKING:
-    from broker.store.message import MessageExtBrokerInner
-    from broker.store.results import PutMessageResult
 
 PROJECT = "orbitmq"
 ENTRY_POINT_GROUP = "orbitmq.plugins"
@@ -33,9 +30,113 @@ class FilterType(StrEnum):
     SQL92 = "SQL92"
 
 
-class CompiledFilter(MessageFilter, Protocol):
-    """A subscription compiled once; the store calls it per ConsumeQueue entry (tag hash, Bloom bits in
-    ``cq_ext``) and per decoded message. It never raises for missing or mistyped properties."""
+# ---------------------------------------------------------------------- what hooks see of messages
+class HookMessage(Protocol):
+    """A message as filters and message hooks may read it (RocketMQ's ``MessageExt`` getters they use).
+
+    ``orbitmq_before_store`` may add to ``properties``; everything else is read-only for a hook."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def queue_id(self) -> int: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def properties(self) -> MutableMapping[str, str]:
+        """User and system properties (``TAGS``, ``KEYS``, ...) by name."""
+        ...
+
+    @property
+    def born_timestamp(self) -> int:
+        """When the producer created it, ms since the epoch."""
+        ...
+
+    @property
+    def tags(self) -> str | None: ...
+
+    @property
+    def keys(self) -> list[str]: ...
+
+
+class StoredMessage(HookMessage, Protocol):
+    """A message read back from the CommitLog, as a filter's second stage sees it."""
+
+    @property
+    def store_timestamp(self) -> int:
+        """When the broker stored it, ms since the epoch."""
+        ...
+
+    @property
+    def queue_offset(self) -> int: ...
+
+    @property
+    def commitlog_offset(self) -> int: ...
+
+    @property
+    def reconsume_times(self) -> int: ...
+
+
+class FilterBitmap(Protocol):
+    """A ConsumeQueue-extension unit: the filter bits dispatch stored for the message at ``commitlog_offset``."""
+
+    @property
+    def commitlog_offset(self) -> int: ...
+
+    @property
+    def bitmap(self) -> bytes: ...
+
+
+class AppendOutcome(Protocol):
+    """Where a stored message landed (RocketMQ's ``AppendMessageResult``)."""
+
+    @property
+    def wrote_offset(self) -> int:
+        """Its CommitLog offset."""
+        ...
+
+    @property
+    def logics_offset(self) -> int:
+        """Its ConsumeQueue offset (queue offset)."""
+        ...
+
+    @property
+    def store_timestamp(self) -> int: ...
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id."""
+        ...
+
+
+class StoreOutcome(Protocol):
+    """The store's answer to a put (RocketMQ's ``PutMessageResult``), as ``orbitmq_after_store`` reads it."""
+
+    @property
+    def status(self) -> Enum:
+        """``PUT_OK``, ``FLUSH_DISK_TIMEOUT``, ... (RocketMQ's ``PutMessageStatus`` names)."""
+        ...
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def append_result(self) -> AppendOutcome | None:
+        """None when nothing was appended."""
+        ...
+
+    @property
+    def error(self) -> str: ...
+
+
+# ---------------------------------------------------------------------- filters
+class CompiledFilter(Protocol):
+    """A subscription compiled once; the store calls it per ConsumeQueue entry (tag hash, and the Bloom bits in
+    ``cq_ext`` when the filter sets ``uses_cq_ext = True``) and per decoded message. It never raises for missing or
+    mistyped properties."""
 
     @property
     def expression_type(self) -> str: ...
@@ -46,6 +147,12 @@ class CompiledFilter(MessageFilter, Protocol):
     @property
     def matches_all(self) -> bool: ...
 
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: FilterBitmap | None) -> bool:
+        """The cheap check on the 20-byte ConsumeQueue entry; False skips the message without reading it."""
+        ...
+
+    def is_matched_by_commitlog(self, msg: StoredMessage) -> bool: ...
+
 
 @dataclass(frozen=True)
 class FilterRegistration:
@@ -55,11 +162,27 @@ class FilterRegistration:
     topic: str
     expression_type: str
     expression: str
-    filter: Any  # the CompiledFilter; Any so plugins may attach their own evaluate()
+    filter: CompiledFilter  # the plugin's own class: a plugin recognises its filters with isinstance
     bloom_positions: tuple[int, ...]  # the group's bits in the ConsumeQueue extension bitmap
     since_commitlog_offset: int  # bits exist for messages stored at or after this offset
 
 
+# ---------------------------------------------------------------------- allocation
+@dataclass(frozen=True, order=True)
+class QueueRef:
+    """A message queue as allocation sees it: which broker, which queue (-1 = any queue of the broker).
+
+    Ordered by (broker_name, queue_id), like RocketMQ's MessageQueue within one topic."""
+
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        # The same spelling as CONFIG's ``queues`` option, so logs and config read alike.
+        return f"{self.broker_name}:{self.queue_id}"
+
+
+# ---------------------------------------------------------------------- access control
 class ResourceKind(StrEnum):
     TOPIC = "TOPIC"
     GROUP = "GROUP"
@@ -104,7 +227,7 @@ class HookSpecs:
     @hookspec
     def orbitmq_filter_bits(
         self,
-        message: MessageExtBrokerInner,
+        message: HookMessage,
         registrations: Sequence[FilterRegistration],
         bits: bytearray,
     ) -> None:
@@ -119,27 +242,27 @@ class HookSpecs:
         options: Mapping[str, str],
         group: str,
         current_client: str,
-        queues: Sequence[Any],
+        queues: Sequence[QueueRef],
         clients: Sequence[str],
-    ) -> list[Any] | None:
+    ) -> list[QueueRef] | None:
         """The queues ``current_client`` of ``group`` consumes under allocation ``strategy``.
 
-        ``queues`` are ``plugins.allocators.QueueRef`` values; return None when the strategy is not yours."""
+        Return None when the strategy is not yours."""
 
     @hookspec(firstresult=True)
-    def orbitmq_authenticate(self, request: AccessRequest) -> Any:
+    def orbitmq_authenticate(self, request: AccessRequest) -> object | None:
         """Who is calling: return a principal (any object) or raise ``MQError(Code.UNAUTHORIZED, ...)``.
 
         Return None to leave the decision to other plugins; with no ACL plugin every caller is anonymous."""
 
     @hookspec
-    def orbitmq_authorize(self, request: AccessRequest, principal: Any) -> None:
+    def orbitmq_authorize(self, request: AccessRequest, principal: object | None) -> None:
         """Raise ``MQError(Code.FORBIDDEN, ...)`` naming the resource when ``principal`` may not touch it."""
 
     @hookspec
-    def orbitmq_before_store(self, message: MessageExtBrokerInner) -> None:
+    def orbitmq_before_store(self, message: HookMessage) -> None:
         """Called before a produced message is stored; may add properties, or raise ``MQError`` to refuse it."""
 
     @hookspec
-    def orbitmq_after_store(self, message: MessageExtBrokerInner, result: PutMessageResult) -> None:
+    def orbitmq_after_store(self, message: HookMessage, result: StoreOutcome) -> None:
         """Called once the store answered a produced message (metrics, tracing). Must not raise."""

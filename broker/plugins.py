@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import pluggy
 
 from broker import hookspecs
-from broker.hookspecs import AccessRequest, CompiledFilter, FilterRegistration
-from broker.store.message import MessageExtBrokerInner
-from broker.store.results import PutMessageResult
+from broker.hookspecs import AccessRequest, CompiledFilter, FilterRegistration, HookMessage, QueueRef, StoreOutcome
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
 
@@ -68,9 +65,7 @@ class BrokerPlugins:
             )
         return None if compiled.matches_all else compiled
 
-    def filter_bits(
-        self, message: MessageExtBrokerInner, registrations: Sequence[FilterRegistration], bits: bytearray
-    ) -> None:
+    def filter_bits(self, message: HookMessage, registrations: Sequence[FilterRegistration], bits: bytearray) -> None:
         self.pm.hook.orbitmq_filter_bits(message=message, registrations=registrations, bits=bits)
 
     # ------------------------------------------------------------------ allocation
@@ -80,9 +75,9 @@ class BrokerPlugins:
         options: Mapping[str, str],
         group: str,
         current_client: str,
-        queues: Sequence[Any],
+        queues: Sequence[QueueRef],
         clients: Sequence[str],
-    ) -> list[Any]:
+    ) -> list[QueueRef]:
         result = self.pm.hook.orbitmq_allocate(
             strategy=strategy,
             options=options,
@@ -96,10 +91,10 @@ class BrokerPlugins:
         return list(result)
 
     # ------------------------------------------------------------------ ACL
-    def check_access(self, request: AccessRequest) -> Any:
+    def check_access(self, request: AccessRequest) -> object | None:
         """Authenticate then authorize; raises UNAUTHORIZED / FORBIDDEN as the plugins decide."""
         try:
-            principal = self.pm.hook.orbitmq_authenticate(request=request)
+            principal: object | None = self.pm.hook.orbitmq_authenticate(request=request)
             self.pm.hook.orbitmq_authorize(request=request, principal=principal)
         except MQError as exc:
             log.warning(
@@ -109,10 +104,10 @@ class BrokerPlugins:
         return principal
 
     # ------------------------------------------------------------------ message hooks
-    def before_store(self, message: MessageExtBrokerInner) -> None:
+    def before_store(self, message: HookMessage) -> None:
         self.pm.hook.orbitmq_before_store(message=message)
 
-    def after_store(self, message: MessageExtBrokerInner, result: PutMessageResult) -> None:
+    def after_store(self, message: HookMessage, result: StoreOutcome) -> None:
         try:
             self.pm.hook.orbitmq_after_store(message=message, result=result)
         except Exception as exc:  # an observer must not fail a stored message's reply

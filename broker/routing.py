@@ -8,11 +8,11 @@ from __future__ import annotations
 from rocketmq.grpc_protocol import definition_pb2
 
 from broker.context import BrokerContext
+from broker.hookspecs import QueueRef
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
 from orbitmq.route import BrokerData, QueueData, TopicConfig, TopicRouteData
 from orbitmq.v2.routes import route_assignments
-from plugins.allocators import QueueRef
 
 log = get_logger("broker.routing")
 

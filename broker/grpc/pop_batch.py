@@ -1,8 +1,9 @@
 """``orbitmq.pop.Pop/ReceiveBatch`` and ``AckBatch``: receive/ack with the popped messages in one unary answer.
 
 Validation, ACL, filters, long polling, FIFO groups, invisibility and attempt ids are those of v2 ReceiveMessage
-(``broker/pop/service.py``); only the payload differs: stored records end to end plus a receipt handle and a
-delivery attempt per record, instead of one v2 ``Message`` per stream response.
+(``broker/grpc/receive.py`` over the state machine of ``broker/pop/service.py``); only the payload differs: stored
+records end to end plus a receipt handle and a delivery attempt per record, instead of one v2 ``Message`` per
+stream response.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2
 from broker import access
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
+from broker.grpc.receive import pop_request
 from broker.hookspecs import Action
 from broker.pop.receipt import encode_handles
 from broker.pop.service import Popped, PopService
@@ -66,7 +68,9 @@ class PopServicer(pop_pb2_grpc.PopServicer):
         async def run() -> pop_pb2.ReceiveBatchResponse:
             pop = self._checked(context, "ReceiveBatch", request.topic, request.group)
             spec = (request.filter_type, request.filter_expression)
-            _, popped = await pop.receive_batch(_as_v2(request), context, spec)
+            # Up to maxReceiveBatchSize: one unary answer carries them, not a stream response each.
+            req = pop_request(self.ctx, pop.config, _as_v2(request), context, spec, pop.config.maxReceiveBatchSize)
+            popped = await pop.pop(req)
             if not popped:
                 return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
             return self._response(pop, popped)

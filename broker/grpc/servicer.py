@@ -1,12 +1,13 @@
-"""``apache.rocketmq.v2.MessagingService`` served by the broker: routes, clients, send, pull/offsets.
+"""``apache.rocketmq.v2.MessagingService`` served by the broker: routes, clients, send, pull/offsets, receive/ack.
 
-Receive/ack/nack/DLQ are delegated to the pop service (``broker/pop/service.py``); handlers stay thin.
+Handlers stay thin: ACL here, the RPC in ``send.py``, ``pull.py`` and ``receive.py`` (receive/ack/nack/DLQ over
+the pop service's state machine, ``broker/pop/service.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
@@ -14,8 +15,10 @@ from broker import access
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.grpc.pull import PullService
+from broker.grpc.receive import ReceiveService
 from broker.grpc.send import SendService
 from broker.hookspecs import Action
+from broker.pop.service import PopService
 from broker.routing import assignments_for, topic_route
 from broker.timer_service import decode_recall_handle
 from orbitmq.errors import Code, MQError
@@ -25,9 +28,6 @@ from orbitmq.v2.routes import message_queues
 from orbitmq.v2.settings import CONSUMER_TYPES
 from orbitmq.v2.status import ok_status, status
 from orbitmq.validation import validate_group, validate_topic
-
-if TYPE_CHECKING:
-    from broker.pop.service import PopService
 
 log = get_logger("broker.servicer")
 
@@ -47,9 +47,9 @@ def _peer(context: Any) -> tuple[str, int]:
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     def __init__(self, ctx: BrokerContext, pop: PopService | None) -> None:
         self.ctx = ctx
-        self.pop = pop
         self.sender = SendService(ctx)
         self.puller = PullService(ctx)
+        self.receiver = ReceiveService(ctx, pop) if pop is not None else None
 
     def _check_consume(self, context: Any, rpc: str, topic: str, group: str) -> None:
         access.check(self.ctx.plugins, context, rpc, access.topic(topic, Action.SUB), access.group(group))
@@ -178,16 +178,16 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
 
         return await guarded("QueryOffset", service_pb2.QueryOffsetResponse, run)
 
-    # ------------------------------------------------------------------ receive/ack: the pop service (engineer C2)
-    def _pop(self) -> PopService:
-        if self.pop is None:
+    # ------------------------------------------------------------------ receive/ack
+    def _receiver(self) -> ReceiveService:
+        if self.receiver is None:
             raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker yet")
-        return self.pop
+        return self.receiver
 
     async def ReceiveMessage(
         self, request: service_pb2.ReceiveMessageRequest, context: Any
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
-        if self.pop is None:
+        if self.receiver is None:
             yield service_pb2.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, "receive is not available"))
             return
         try:
@@ -197,7 +197,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             return
         sent_status = False
         try:
-            async for response in self.pop.receive(request, context):
+            async for response in self.receiver.receive(request, context):
                 sent_status = sent_status or response.HasField("status")
                 yield response
         except Exception as exc:
@@ -209,7 +209,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def AckMessage(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
         async def run() -> service_pb2.AckMessageResponse:
             self._check_consume(context, "AckMessage", request.topic.name, request.group.name)
-            return await self._pop().ack(request, context)
+            return await self._receiver().ack(request)
 
         return await guarded("AckMessage", service_pb2.AckMessageResponse, run)
 
@@ -218,7 +218,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.ChangeInvisibleDurationResponse:
         async def run() -> service_pb2.ChangeInvisibleDurationResponse:
             self._check_consume(context, "ChangeInvisibleDuration", request.topic.name, request.group.name)
-            return await self._pop().change_invisible_duration(request, context)
+            return await self._receiver().change_invisible_duration(request)
 
         response = await guarded("ChangeInvisibleDuration", service_pb2.ChangeInvisibleDurationResponse, run)
         if not response.receipt_handle:
@@ -230,7 +230,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
         async def run() -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
             self._check_consume(context, "ForwardMessageToDeadLetterQueue", request.topic.name, request.group.name)
-            return await self._pop().forward_to_dlq(request, context)
+            return await self._receiver().forward_to_dlq(request)
 
         return await guarded(
             "ForwardMessageToDeadLetterQueue", service_pb2.ForwardMessageToDeadLetterQueueResponse, run

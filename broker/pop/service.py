@@ -1,6 +1,8 @@
-"""The receive/ack service behind ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue.
+"""The receive/ack state machine: pop (with long polling and attempt ids), ack, change invisibility, auto-renew,
+redelivery and DLQ moves, per (group, topic, queue), journaled so it survives restarts.
 
-Runs on the broker's event loop; store reads are quick and made inline, store writes (DLQ) are awaited futures.
+The gRPC edge is ``broker/grpc/receive.py`` (v2) and ``broker/grpc/pop_batch.py`` (ReceiveBatch/AckBatch). Runs
+on the broker's event loop; store reads are quick and made inline, store writes (DLQ) are awaited futures.
 """
 
 from __future__ import annotations
@@ -9,15 +11,10 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from google.protobuf import timestamp_pb2
-from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.context import BrokerContext
-from broker.grpc.convert import to_v2_message
 from broker.pop.config import PopConfig, PopInitMode, pop_config_from
 from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter
 from broker.pop.journal import PopJournal
@@ -28,10 +25,8 @@ from broker.store.results import GetMessageStatus, MessageFilter
 from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
-from orbitmq.route import READ_WRITE, PermName
-from orbitmq.topics import dlq_topic, is_group_topic
-from orbitmq.v2.metadata import client_meta
-from orbitmq.v2.status import internal_error_status, ok_status, status, status_from_error
+from orbitmq.route import READ_WRITE
+from orbitmq.topics import dlq_topic
 from orbitmq.v2.telemetry import ClientEvent, ClientInfo
 from orbitmq.validation import validate_group, validate_topic
 
@@ -40,7 +35,6 @@ log = get_logger("broker.pop")
 _HELD_BACK_RECHECK_S = 0.5
 _EARLY_WAKE_SLACK_S = 0.05  # asyncio timers may fire this much early; a False sooner means shutdown
 _ATTEMPT_CACHE_SIZE = 4096
-_OK = ok_status()  # shared: protobuf copies it into each ack result entry
 _QUEUE_REPLACED = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY,
     GetMessageStatus.NO_MESSAGE_IN_QUEUE,
@@ -206,153 +200,7 @@ class PopService:
             self.stats.renewed += 1
         return renewed
 
-    # ------------------------------------------------------------------ ReceiveMessage
-    def _validate(
-        self,
-        request: service_pb2.ReceiveMessageRequest,
-        context: Any,
-        filter_spec: tuple[str, str] | None = None,
-        max_batch: int | None = None,
-    ) -> PopRequest:
-        """``filter_spec`` (type, expression) replaces the v2 filter expression (batched receive: any plugin type);
-        ``max_batch`` replaces ``maxPopBatchSize`` as the cap of ``batch_size``."""
-        group = request.group.name
-        topic = request.message_queue.topic.name
-        validate_group(group)
-        validate_topic(topic, allow_system=is_group_topic(topic))
-        tc = self.ctx.topics.get(topic)
-        if tc is None:
-            raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on this broker")
-        if not PermName.is_readable(tc.perm) or tc.read_queue_nums <= 0:
-            raise MQError(Code.FORBIDDEN, f"no readable queue: topic {topic!r} is not readable on this broker")
-        gc = self.ctx.groups.get_or_auto_create(group)
-        if not gc.consume_enable:
-            raise MQError(Code.FORBIDDEN, f"consumer group {group!r} has consumeEnable=false")
-        if filter_spec is not None:
-            tag_filter = self.ctx.compiled_filter(group, topic, *filter_spec) if filter_spec[0] else None
-        else:
-            tag_filter = self.ctx.subscription_filter(
-                group, topic, request.filter_expression if request.HasField("filter_expression") else None
-            )
-        if request.batch_size < 0:
-            raise MQError(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be positive")
-        cap = self.config.maxPopBatchSize if max_batch is None else max_batch
-        batch = min(request.batch_size or self.config.maxPopBatchSize, cap)
-        cfg = self.config
-        if request.auto_renew:
-            invisible_ms = cfg.defaultInvisibleTimeMills
-        else:
-            d = request.invisible_duration
-            invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
-            if not cfg.minInvisibleTimeMillsForRecv <= invisible_ms <= cfg.maxInvisibleTimeMills:
-                raise MQError(
-                    Code.ILLEGAL_INVISIBLE_TIME,
-                    f"invisible_duration {invisible_ms} ms is outside [{cfg.minInvisibleTimeMillsForRecv}, "
-                    f"{cfg.maxInvisibleTimeMills}] ms",
-                )
-        polling_s = self._polling_seconds(request, context)
-        fifo = bool(gc.consume_message_orderly)
-        qid = request.message_queue.id
-        # FIFO push consumers get one assignment per queue; id -1 (push) or a route queue (simple): the whole topic
-        queue_ids = [qid] if fifo and 0 <= qid < tc.read_queue_nums else list(range(tc.read_queue_nums))
-        return PopRequest(
-            group,
-            topic,
-            queue_ids,
-            batch,
-            invisible_ms,
-            bool(request.auto_renew),
-            tag_filter,
-            fifo,
-            gc.retry_max_times + 1,
-            self._client_id(context),
-            polling_s,
-            request.attempt_id if request.HasField("attempt_id") else "",
-        )
-
-    @staticmethod
-    def _client_id(context: Any) -> str:
-        try:
-            return client_meta(context).client_id
-        except Exception:
-            return ""
-
-    def _polling_seconds(self, request: service_pb2.ReceiveMessageRequest, context: Any) -> float:
-        cfg = self.config
-        remaining: float | None = None
-        try:
-            remaining = context.time_remaining() if context is not None else None
-        except Exception:
-            remaining = None
-        if request.HasField("long_polling_timeout"):
-            lp = request.long_polling_timeout
-            polling = lp.seconds + lp.nanos / 1e9
-        elif remaining is not None:
-            polling = remaining - 1.5  # half the client's default request_timeout, as the reference derives it
-        else:
-            polling = cfg.popPollingMaxMs / 1000
-        polling = max(0.0, min(polling, cfg.popPollingMaxMs / 1000))
-        if remaining is not None:
-            if remaining * 1000 < cfg.popPollingDeadlineMinMs:
-                raise MQError(
-                    Code.ILLEGAL_POLLING_TIME,
-                    f"the request deadline leaves {remaining * 1000:.0f} ms, at least {cfg.popPollingDeadlineMinMs} "
-                    "ms are needed to long-poll and answer",
-                )
-            polling = min(polling, max(0.0, remaining - cfg.popPollingDeadlineMarginMs / 1000))
-        return polling
-
-    async def receive_batch(
-        self, request: service_pb2.ReceiveMessageRequest, context: Any, filter_spec: tuple[str, str]
-    ) -> tuple[PopRequest, list[Popped]]:
-        """The batched receive (``Pop/ReceiveBatch``): same validation and pop as ``receive``, no stream; up to
-        ``maxReceiveBatchSize`` messages (one unary answer carries them, not a stream response each)."""
-        req = self._validate(request, context, filter_spec, self.config.maxReceiveBatchSize)
-        return req, await self.pop(req)
-
-    async def receive(
-        self, request: service_pb2.ReceiveMessageRequest, context: Any
-    ) -> AsyncGenerator[service_pb2.ReceiveMessageResponse, None]:
-        """Status first, then the messages, then ``delivery_timestamp``; always ends before the deadline (§7.1)."""
-        try:
-            req = self._validate(request, context)
-            popped = await self.pop(req)
-        except MQError as exc:
-            log.info("receive refused", code=exc.code.name, reason=exc.message)
-            yield service_pb2.ReceiveMessageResponse(status=status_from_error(exc))
-            yield self._delivery_timestamp()
-            return
-        except Exception as exc:
-            log.exception("receive failed", error=repr(exc))
-            yield service_pb2.ReceiveMessageResponse(status=internal_error_status(exc))
-            yield self._delivery_timestamp()
-            return
-        answered = self.read_messages(popped)
-        if not answered:
-            yield service_pb2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
-            yield self._delivery_timestamp()
-            return
-        try:
-            yield service_pb2.ReceiveMessageResponse(status=ok_status())
-            namespace = request.message_queue.topic.resource_namespace
-            for p, msg in answered:
-                f = p.delivery.flight
-                response = service_pb2.ReceiveMessageResponse()
-                to_v2_message(
-                    msg,
-                    receipt_handle=p.delivery.encoded_handle(),
-                    delivery_attempt=f.attempts,
-                    invisible_duration_s=f.invisible_ms / 1000,
-                    namespace=namespace,
-                    into=response.message,
-                )
-                yield response
-            yield self._delivery_timestamp()
-        except (GeneratorExit, asyncio.CancelledError):
-            # The call ended before the client had them all; auto-renew would otherwise hide them for hours.
-            self.release(popped)
-            raise
-
+    # ------------------------------------------------------------------ pop
     def read_messages(self, popped: list[Popped]) -> list[tuple[Popped, MessageExt]]:
         """``popped`` with their messages read; one no longer in the CommitLog is dropped (acked, logged)."""
         read = self.ctx.store.look_message_by_offset
@@ -397,12 +245,6 @@ class PopService:
         if released:
             log.info("released messages of an interrupted receive", count=released)
         return released
-
-    @staticmethod
-    def _delivery_timestamp() -> service_pb2.ReceiveMessageResponse:
-        ts = timestamp_pb2.Timestamp()
-        ts.GetCurrentTime()
-        return service_pb2.ReceiveMessageResponse(delivery_timestamp=ts)
 
     def _replay_attempt(self, req: PopRequest) -> list[Popped]:
         """Messages a failed receive with this attempt id handed out that are still in flight under it."""
@@ -625,7 +467,7 @@ class PopService:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"putting the message into {topic} failed: {result.status.name}")
         self.stats.dead_lettered += 1
 
-    # ------------------------------------------------------------------ AckMessage
+    # ------------------------------------------------------------------ ack
     def ack_handle(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = decode(receipt_handle)
         check_scope(handle, group, topic)
@@ -636,23 +478,6 @@ class PopService:
         self.stats.acked += 1
         if flight.message_group:
             self._visibility_changed(key)  # FIFO: the next message of this group may go now
-
-    async def ack(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
-        group, topic = request.group.name, request.topic.name
-        if not request.entries:
-            validate_group(group)
-            validate_topic(topic, allow_system=True)
-            raise MQError(Code.BAD_REQUEST, "AckMessage needs at least one entry")
-        failures = self.ack_handles(group, topic, [entry.receipt_handle for entry in request.entries])
-        results = [
-            service_pb2.AckMessageResultEntry(
-                message_id=entry.message_id,
-                receipt_handle=entry.receipt_handle,
-                status=status_from_error(failures[i]) if i in failures else _OK,
-            )
-            for i, entry in enumerate(request.entries)
-        ]
-        return service_pb2.AckMessageResponse(status=_overall(results), entries=results)
 
     def ack_handles(self, group: str, topic: str, handles: Sequence[str]) -> dict[int, MQError]:
         """Ack each receipt handle; answers why for the ones that were not acked (by position).
@@ -699,7 +524,7 @@ class PopService:
             )
         return key, handle.queue_offset, bool(flight.message_group)
 
-    # ------------------------------------------------------------------ ChangeInvisibleDuration
+    # ------------------------------------------------------------------ change invisible duration (nack)
     def change_handle(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
         cfg = self.config
         handle = decode(receipt_handle)
@@ -716,24 +541,7 @@ class PopService:
         self._visibility_changed(key)
         return Delivery(key, flight).encoded_handle()
 
-    async def change_invisible_duration(
-        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Any
-    ) -> service_pb2.ChangeInvisibleDurationResponse:
-        try:
-            validate_group(request.group.name)
-            validate_topic(request.topic.name, allow_system=True)
-            d = request.invisible_duration
-            new = self.change_handle(
-                request.group.name, request.topic.name, request.receipt_handle, d.seconds * 1000 + d.nanos // 1_000_000
-            )
-        except MQError as exc:
-            # The client adopts the returned handle before looking at the status (P10): echo the old one.
-            return service_pb2.ChangeInvisibleDurationResponse(
-                status=status_from_error(exc), receipt_handle=request.receipt_handle
-            )
-        return service_pb2.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=new)
-
-    # ------------------------------------------------------------------ ForwardMessageToDeadLetterQueue
+    # ------------------------------------------------------------------ forward to the DLQ on request
     async def forward_handle(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = decode(receipt_handle)
         check_scope(handle, group, topic)
@@ -752,21 +560,3 @@ class PopService:
         self.state.check_handle(handle)
         self.state.ack(key, handle.queue_offset)
         self._sync_offset(key)
-
-    async def forward_to_dlq(
-        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Any
-    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
-        validate_group(request.group.name)
-        validate_topic(request.topic.name, allow_system=True)
-        await self.forward_handle(request.group.name, request.topic.name, request.receipt_handle)
-        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok_status())
-
-
-def _overall(results: list[service_pb2.AckMessageResultEntry]) -> definition_pb2.Status:
-    """OK when all entries are OK; the shared code when all failed alike; MULTIPLE_RESULTS when mixed."""
-    codes = {r.status.code for r in results}
-    if codes == {Code.OK}:
-        return ok_status()
-    if len(codes) == 1:
-        return results[0].status
-    return status(Code.MULTIPLE_RESULTS, "entries have different results, see each entry's status")

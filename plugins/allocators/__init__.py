@@ -1,7 +1,9 @@
 """The six RocketMQ queue allocation strategies (AVG, AVG_BY_CIRCLE, CONFIG, MACHINE_ROOM, CONSISTENT_HASH,
-MACHINE_ROOM_NEARBY) behind ``create_strategy``; the broker reaches them through ``plugin.AllocatorPlugin``."""
+MACHINE_ROOM_NEARBY) behind ``create_strategy``, over the hook layer's ``QueueRef``; the broker reaches them through
+``plugin.AllocatorPlugin``."""
 
-from plugins.allocators.base import AllocateStrategy, AllocationError, QueueRef
+from broker.hookspecs import QueueRef
+from plugins.allocators.base import AllocateStrategy, AllocationError
 from plugins.allocators.strategies import (
     STRATEGY_NAMES,
     Averagely,

@@ -1,25 +1,13 @@
-"""What every allocation strategy shares: the queue reference, the strategy protocol, its error and input rules.
-Strategies sort and de-duplicate their inputs themselves, so every broker computing an assignment agrees."""
+"""What every allocation strategy shares: the strategy protocol, its error and input rules (the queue reference is
+the hook layer's ``QueueRef``). Strategies sort and de-duplicate their inputs themselves, so every broker computing
+an assignment agrees."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-
-@dataclass(frozen=True, order=True)
-class QueueRef:
-    """A message queue as allocation sees it: which broker, which queue (-1 = any queue of the broker).
-
-    Ordered by (broker_name, queue_id), like RocketMQ's MessageQueue within one topic."""
-
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        # The same spelling as CONFIG's ``queues`` option, so logs and config read alike.
-        return f"{self.broker_name}:{self.queue_id}"
+from broker.hookspecs import QueueRef
 
 
 class AllocationError(ValueError):

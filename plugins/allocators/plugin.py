@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 
-from broker.hookspecs import hookimpl
-from plugins.allocators import AllocateStrategy, QueueRef, canonical_name, create_strategy
+from broker.hookspecs import QueueRef, hookimpl
+from plugins.allocators import AllocateStrategy, canonical_name, create_strategy
 
 
 class AllocatorPlugin:

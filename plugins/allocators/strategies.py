@@ -7,10 +7,10 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from broker.hookspecs import QueueRef
 from plugins.allocators.base import (
     AllocateStrategy,
     AllocationError,
-    QueueRef,
     broker_room,
     client_room,
     lowercase_keys,

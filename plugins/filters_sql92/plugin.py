@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.hookspecs import FilterRegistration, FilterType, hookimpl
-from broker.store.consume_queue_ext import CqExtUnit
-from broker.store.message import MessageExt, MessageExtBrokerInner
+from broker.hookspecs import FilterBitmap, FilterRegistration, FilterType, HookMessage, StoredMessage, hookimpl
+from orbitmq.filter.bloom import set_positions
 from plugins.filters_sql92 import Sql92Expression, compile_sql92
 
 
@@ -33,10 +32,10 @@ class Sql92Filter:
     def evaluate(self, properties: Mapping[str, str]) -> bool:
         return self.compiled.evaluate(properties)
 
-    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: CqExtUnit | None) -> bool:
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: FilterBitmap | None) -> bool:
         return True  # the Bloom pre-check is the broker's wrapper; without it only the message can tell
 
-    def is_matched_by_commitlog(self, msg: MessageExt) -> bool:
+    def is_matched_by_commitlog(self, msg: StoredMessage) -> bool:
         return self.compiled.evaluate(msg.properties)
 
 
@@ -49,11 +48,10 @@ class Sql92FilterPlugin:
 
     @hookimpl
     def orbitmq_filter_bits(
-        self, message: MessageExtBrokerInner, registrations: Sequence[FilterRegistration], bits: bytearray
+        self, message: HookMessage, registrations: Sequence[FilterRegistration], bits: bytearray
     ) -> None:
         properties = message.properties
         for reg in registrations:
             f = reg.filter
             if isinstance(f, Sql92Filter) and f.evaluate(properties):
-                for pos in reg.bloom_positions:
-                    bits[pos >> 3] |= 1 << (pos & 7)
+                set_positions(bits, reg.bloom_positions)

@@ -1,4 +1,5 @@
-"""An in-process broker core for pop tests: a real store in a tmp dir, real managers, no gRPC server.
+"""An in-process broker core for pop tests: a real store in a tmp dir, real managers, the v2 receive/ack handlers,
+no gRPC server.
 
 ``GrpcContextStub`` stands in for the grpc.aio servicer context (deadline and metadata are all the service reads).
 """
@@ -17,6 +18,7 @@ from broker.builtin_plugins import builtin_plugins
 from broker.config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.context import BrokerContext
+from broker.grpc.receive import ReceiveService
 from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
 from broker.pop.config import PopConfig
@@ -98,6 +100,7 @@ class Core:
             plugins=BrokerPlugins.create(builtin_plugins(BrokerConfig(), self.root), load_entry_points=False),
         )
         self.pop = PopService(self.ctx, self.pop_config)
+        self.receiver = ReceiveService(self.ctx, self.pop)  # the v2 RPCs, as the servicer calls them
         await self.pop.start()
         return self
 
@@ -161,7 +164,7 @@ def receive_request(
 
 async def receive(core: Core, req: service_pb2.ReceiveMessageRequest, ctx: GrpcContextStub | None = None):
     """(status, messages, the whole response list) of one ReceiveMessage stream."""
-    responses = [r async for r in core.pop.receive(req, ctx or GrpcContextStub())]
+    responses = [r async for r in core.receiver.receive(req, ctx or GrpcContextStub())]
     statuses = [r.status for r in responses if r.HasField("status")]
     messages = [r.message for r in responses if r.HasField("message")]
     assert len(statuses) == 1, responses

@@ -53,24 +53,22 @@ def test_receive_ack_nack_redelivery_and_offsets(tmp_path):
         assert st.code == Code.MESSAGE_NOT_FOUND and not none
         # ack two, nack one with 0 s, leave one invisible
         everything = msgs + rest
-        resp = await core.pop.ack(
-            ack_request(G, T, *(m.system_properties.receipt_handle for m in everything[:2])), None
-        )
+        resp = await core.receiver.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in everything[:2])))
         assert resp.status.code == Code.OK and all(e.status.code == Code.OK for e in resp.entries)
         nacked = everything[2]
-        ch = await core.pop.change_invisible_duration(
-            change_request(G, T, nacked.system_properties.receipt_handle, 0), None
+        ch = await core.receiver.change_invisible_duration(
+            change_request(G, T, nacked.system_properties.receipt_handle, 0)
         )
         assert ch.status.code == Code.OK and ch.receipt_handle != nacked.system_properties.receipt_handle
         st, again, _ = await receive(core, receive_request(G, T))
         assert bodies(again) == [nacked.body] and again[0].system_properties.delivery_attempt == 2
         # the handle from before the nack and the one from the nack are both stale now
-        resp = await core.pop.ack(ack_request(G, T, nacked.system_properties.receipt_handle, ch.receipt_handle), None)
+        resp = await core.receiver.ack(ack_request(G, T, nacked.system_properties.receipt_handle, ch.receipt_handle))
         assert resp.status.code == Code.INVALID_RECEIPT_HANDLE
-        resp = await core.pop.ack(ack_request(G, T, again[0].system_properties.receipt_handle), None)
+        resp = await core.receiver.ack(ack_request(G, T, again[0].system_properties.receipt_handle))
         assert resp.status.code == Code.OK
         # acked twice: the second is refused
-        resp = await core.pop.ack(ack_request(G, T, again[0].system_properties.receipt_handle), None)
+        resp = await core.receiver.ack(ack_request(G, T, again[0].system_properties.receipt_handle))
         assert resp.status.code == Code.INVALID_RECEIPT_HANDLE and "not in flight" in resp.entries[0].status.message
         # consumer offsets: lowest not-acked offset per queue
         left = everything[3]
@@ -101,7 +99,7 @@ def test_tag_filter_and_filtered_offsets_count_as_consumed(tmp_path):
             core.put(T, f"m{i}".encode(), tag=tag)
         _, msgs, _ = await receive(core, receive_request(G, T, tag="A || C"))
         assert bodies(msgs) == [b"m0", b"m2", b"m3"] and msgs[0].system_properties.tag == "A"
-        await core.pop.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)), None)
+        await core.receiver.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)))
         assert core.ctx.offsets.query_offset(G, T, 0) == 4
 
     run(tmp_path, body)
@@ -132,12 +130,12 @@ def test_errors_are_statuses_in_a_well_formed_stream(tmp_path):
         assert st.code == Code.OK and msgs[0].system_properties.invisible_duration.seconds == 60
         # garbage and foreign handles: per-entry INVALID_RECEIPT_HANDLE, mixed → MULTIPLE_RESULTS
         good = msgs[0].system_properties.receipt_handle
-        resp = await core.pop.ack(ack_request(G, T, "garbage", good), None)
+        resp = await core.receiver.ack(ack_request(G, T, "garbage", good))
         assert resp.status.code == Code.MULTIPLE_RESULTS
         assert [e.status.code for e in resp.entries] == [Code.INVALID_RECEIPT_HANDLE, Code.OK]
-        resp = await core.pop.ack(ack_request("other", T, good), None)
+        resp = await core.receiver.ack(ack_request("other", T, good))
         assert resp.status.code == Code.INVALID_RECEIPT_HANDLE
-        ch = await core.pop.change_invisible_duration(change_request(G, T, "OMQ1.AAAA", 1000), None)
+        ch = await core.receiver.change_invisible_duration(change_request(G, T, "OMQ1.AAAA", 1000))
         assert ch.status.code == Code.INVALID_RECEIPT_HANDLE and ch.receipt_handle == "OMQ1.AAAA"
 
     run(tmp_path, body)
@@ -199,8 +197,8 @@ def test_max_attempts_moves_message_to_dlq(tmp_path):
         for attempt in (1, 2):
             _, msgs, _ = await receive(core, receive_request(G, T))
             assert msgs[0].system_properties.delivery_attempt == attempt
-            await core.pop.change_invisible_duration(
-                change_request(G, T, msgs[0].system_properties.receipt_handle, 0), None
+            await core.receiver.change_invisible_duration(
+                change_request(G, T, msgs[0].system_properties.receipt_handle, 0)
             )
         st, msgs, _ = await receive(core, receive_request(G, T))
         assert st.code == Code.MESSAGE_NOT_FOUND
@@ -234,7 +232,7 @@ def test_forward_to_dlq_on_request(tmp_path):
             delivery_attempt=1,
             max_delivery_attempts=3,
         )
-        resp = await core.pop.forward_to_dlq(req, None)
+        resp = await core.receiver.forward_to_dlq(req)
         assert resp.status.code == Code.OK
         assert [m.body for m in core.store.get_message("x", f"%DLQ%{G}", 0, 0, 10).messages] == [b"f"]
         st, _, _ = await receive(core, receive_request(G, T, invisible_ms=100))
@@ -255,12 +253,12 @@ def test_fifo_group_holds_later_messages_of_an_in_flight_group(tmp_path):
         st, _blocked, _ = await receive(core, receive_request(G, T, queue_id=0))
         assert st.code == Code.MESSAGE_NOT_FOUND  # a2 waits for a1
         # nack a1: it comes back first (attempt 2), still before a2
-        await core.pop.change_invisible_duration(
-            change_request(G, T, first[0].system_properties.receipt_handle, 0), None
+        await core.receiver.change_invisible_duration(
+            change_request(G, T, first[0].system_properties.receipt_handle, 0)
         )
         _, again, _ = await receive(core, receive_request(G, T, batch=1, queue_id=0))
         assert bodies(again) == [b"a1"] and again[0].system_properties.delivery_attempt == 2
-        await core.pop.ack(ack_request(G, T, again[0].system_properties.receipt_handle), None)
+        await core.receiver.ack(ack_request(G, T, again[0].system_properties.receipt_handle))
         _, nxt, _ = await receive(core, receive_request(G, T, queue_id=0))
         assert bodies(nxt) == [b"a2"]
 
@@ -279,7 +277,7 @@ def test_auto_renew_keeps_message_invisible_and_release_on_client_exit(tmp_path)
         await asyncio.sleep(1.0)  # > 2 invisible periods: renewed in the background
         st, _, _ = await receive(core, receive_request(G, T))
         assert st.code == Code.MESSAGE_NOT_FOUND
-        resp = await core.pop.ack(ack_request(G, T, msgs[0].system_properties.receipt_handle), None)
+        resp = await core.receiver.ack(ack_request(G, T, msgs[0].system_properties.receipt_handle))
         assert resp.status.code == Code.OK  # renewal does not change the client's handle
         core.put(T, b"s")
         _, msgs, _ = await receive(
@@ -298,7 +296,7 @@ def test_state_survives_clean_restart_and_kill(tmp_path):
         for i in range(3):
             core.put(T, f"m{i}".encode())
         _, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=600))
-        await core.pop.ack(ack_request(G, T, msgs[1].system_properties.receipt_handle), None)
+        await core.receiver.ack(ack_request(G, T, msgs[1].system_properties.receipt_handle))
 
     async def phase2(core: Core) -> None:
         st, msgs, _ = await receive(core, receive_request(G, T))
@@ -306,7 +304,7 @@ def test_state_survives_clean_restart_and_kill(tmp_path):
         await asyncio.sleep(0.7)
         _, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=600))
         assert bodies(msgs) == [b"m0", b"m2"] and all(m.system_properties.delivery_attempt == 2 for m in msgs)
-        await core.pop.ack(ack_request(G, T, msgs[0].system_properties.receipt_handle), None)
+        await core.receiver.ack(ack_request(G, T, msgs[0].system_properties.receipt_handle))
 
     async def main() -> None:
         core = await Core(tmp_path).start()
@@ -331,7 +329,7 @@ def test_recreated_topic_restarts_the_queue(tmp_path):
         for i in range(3):
             core.put(T, f"old{i}".encode())
         _, msgs, _ = await receive(core, receive_request(G, T))
-        await core.pop.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)), None)
+        await core.receiver.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)))
         core.store.delete_topics([T])
         core.put(T, b"new0")
         _, msgs, _ = await receive(core, receive_request(G, T))
@@ -352,8 +350,8 @@ def test_nack_wakes_a_parked_receive(tmp_path):
         parked = asyncio.create_task(receive(core, receive_request(G, T, polling_s=10)))
         await asyncio.sleep(0.3)
         started = time.monotonic()
-        ch = await core.pop.change_invisible_duration(
-            change_request(G, T, msgs[0].system_properties.receipt_handle, 200), None
+        ch = await core.receiver.change_invisible_duration(
+            change_request(G, T, msgs[0].system_properties.receipt_handle, 200)
         )
         assert ch.status.code == Code.OK
         _, again, _ = await parked
@@ -392,7 +390,7 @@ def test_fifo_parked_receive_wakes_on_ack_without_spinning(tmp_path):
         parked = asyncio.create_task(receive(core, receive_request(G, T, polling_s=10, queue_id=0)))
         await asyncio.sleep(0.3)
         started = time.monotonic()
-        await core.pop.ack(ack_request(G, T, first[0].system_properties.receipt_handle), None)
+        await core.receiver.ack(ack_request(G, T, first[0].system_properties.receipt_handle))
         _, nxt, _ = await parked
         assert bodies(nxt) == [b"a2"] and time.monotonic() - started < 1.0
         assert core.pop.stats.delivered == pops_before + 1
@@ -404,7 +402,7 @@ def test_interrupted_receive_releases_its_messages(tmp_path):
     async def body(core: Core) -> None:
         core.topic(T)
         core.put(T, b"lost-in-transit")
-        stream = core.pop.receive(receive_request(G, T, invisible_ms=None, auto_renew=True), GrpcContextStub())
+        stream = core.receiver.receive(receive_request(G, T, invisible_ms=None, auto_renew=True), GrpcContextStub())
         first = await stream.__anext__()
         assert first.status.code == Code.OK
         await stream.aclose()  # the call was cancelled before the message went out
@@ -447,7 +445,7 @@ def test_retried_receive_with_same_attempt_id_gets_the_same_messages(tmp_path):
         fresh.attempt_id = "attempt-2"
         st, _, _ = await receive(core, fresh)
         assert st.code == Code.MESSAGE_NOT_FOUND
-        await core.pop.ack(ack_request(G, T, first[0].system_properties.receipt_handle), None)
+        await core.receiver.ack(ack_request(G, T, first[0].system_properties.receipt_handle))
         st, _, _ = await receive(core, req)  # acked since: nothing to replay
         assert st.code == Code.MESSAGE_NOT_FOUND
 
@@ -476,7 +474,7 @@ def test_a_popped_record_gone_from_the_commitlog_is_dropped_not_redelivered(tmp_
         qs = core.pop.state.queue((G, T, 0))
         assert qs is not None and 1 not in qs.inflight  # acked, not in flight
         monkeypatch.setattr(core.store, "look_message_by_offset", real)
-        await core.pop.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)), None)
+        await core.receiver.ack(ack_request(G, T, *(m.system_properties.receipt_handle for m in msgs)))
         st, again, _ = await receive(core, receive_request(G, T))
         assert st.code == Code.MESSAGE_NOT_FOUND and not again  # nothing comes back, the gone one included
 

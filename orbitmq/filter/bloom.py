@@ -1,7 +1,7 @@
-"""The Bloom filter of the SQL92 pre-check: each consumer group owns k bits of a per-message bitmap.
+"""The Bloom filter of the filter pre-check (SQL92 groups): each consumer group owns k bits of a per-message bitmap.
 
-At dispatch the broker sets the bits of every group whose filter matched; a pull skips a message when any of its
-group's bits is clear. Geometry and bit order follow RocketMQ's BloomFilter/BitsArray; the hash does not.
+At dispatch a filter plugin sets the bits of every group whose filter matched; a pull skips a message when any of
+its group's bits is clear. Geometry and bit order follow RocketMQ's BloomFilter/BitsArray; the hash does not.
 """
 
 from __future__ import annotations
@@ -11,6 +11,14 @@ import math
 from dataclasses import dataclass, field
 
 Bits = bytes | bytearray | memoryview
+
+
+def set_positions(bits: bytearray, positions: tuple[int, ...]) -> None:
+    """Set bit positions in a bitmap: bit ``p`` is bit ``p % 8`` (least significant first) of byte ``p // 8``.
+
+    Unchecked, for dispatch: the positions come from a ``BloomFilterData`` of the bitmap's filter."""
+    for p in positions:
+        bits[p >> 3] |= 1 << (p & 7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +89,7 @@ class BloomFilter:
     def hash_to_data(self, data: BloomFilterData, bits: bytearray) -> None:
         """Set the bits of positions computed earlier by this filter (or one of the same geometry)."""
         self._check(data, bits)
-        for p in data.positions:
-            bits[p >> 3] |= 1 << (p & 7)
+        set_positions(bits, data.positions)
 
     def is_hit(self, data: BloomFilterData, bits: Bits) -> bool:
         """True when all of the key's bits are set: "maybe matched". False means certainly not set for this key."""

@@ -1,5 +1,6 @@
-"""Bloom filter of the SQL92 pre-check: RocketMQ's geometry, no false negatives, the configured false-positive
-rate, argument checks, and positions that are the same in every process (they index bitmaps kept on disk)."""
+"""The shared Bloom filter (``orbitmq.filter.bloom``) of the SQL92 pre-check: RocketMQ's geometry, no false
+negatives, the configured false-positive rate, argument checks, and positions that are the same in every process
+(they index bitmaps kept on disk)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugins.filters_sql92 import BloomFilter, BloomFilterData
+from orbitmq.filter.bloom import BloomFilter, BloomFilterData
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -168,7 +169,7 @@ def test_positions_are_the_same_in_another_process() -> None:
     keys = ["G1#T", "CID_EXAMPLE#TopicTest", "组#主题", "", "%RETRY%g#t"]
     script = (
         "import json, sys\n"
-        "from plugins.filters_sql92 import BloomFilter\n"
+        "from orbitmq.filter.bloom import BloomFilter\n"
         "bf = BloomFilter.create(10, 128)\n"
         "print(json.dumps([bf.generate(k).positions for k in json.loads(sys.argv[1])]))\n"
     )

@@ -1,0 +1,239 @@
+"""Receive/ack over v2: ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue.
+
+The protocol edge of the pop service (``broker/pop/service.py``, which keeps the state machine): requests are
+validated into a ``PopRequest`` here (also for ``Pop/ReceiveBatch``), answers are built here. ReceiveMessage streams
+one status, the messages, then ``delivery_timestamp`` (protocol-v2 §7.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from broker.context import BrokerContext
+from broker.grpc.convert import to_v2_message
+from broker.pop.config import PopConfig
+from broker.pop.service import PopRequest, PopService
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.route import PermName
+from orbitmq.topics import is_group_topic
+from orbitmq.v2.metadata import client_meta
+from orbitmq.v2.status import internal_error_status, ok_status, status, status_from_error
+from orbitmq.validation import validate_group, validate_topic
+
+log = get_logger("broker.receive")
+
+_OK = ok_status()  # shared: protobuf copies it into each ack result entry
+
+
+def pop_request(
+    ctx: BrokerContext,
+    config: PopConfig,
+    request: service_pb2.ReceiveMessageRequest,
+    context: Any,
+    filter_spec: tuple[str, str] | None = None,
+    max_batch: int | None = None,
+) -> PopRequest:
+    """The validated receive of ``request``: topic and group checks, filter, batch, invisible and polling time.
+
+    ``filter_spec`` (type, expression) replaces the v2 filter expression (batched receive: any plugin type);
+    ``max_batch`` replaces ``maxPopBatchSize`` as the cap of ``batch_size``."""
+    group = request.group.name
+    topic = request.message_queue.topic.name
+    validate_group(group)
+    validate_topic(topic, allow_system=is_group_topic(topic))
+    tc = ctx.topics.get(topic)
+    if tc is None:
+        raise MQError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist on this broker")
+    if not PermName.is_readable(tc.perm) or tc.read_queue_nums <= 0:
+        raise MQError(Code.FORBIDDEN, f"no readable queue: topic {topic!r} is not readable on this broker")
+    gc = ctx.groups.get_or_auto_create(group)
+    if not gc.consume_enable:
+        raise MQError(Code.FORBIDDEN, f"consumer group {group!r} has consumeEnable=false")
+    if filter_spec is not None:
+        tag_filter = ctx.compiled_filter(group, topic, *filter_spec) if filter_spec[0] else None
+    else:
+        tag_filter = ctx.subscription_filter(
+            group, topic, request.filter_expression if request.HasField("filter_expression") else None
+        )
+    if request.batch_size < 0:
+        raise MQError(Code.BAD_REQUEST, f"batch_size {request.batch_size} must be positive")
+    cap = config.maxPopBatchSize if max_batch is None else max_batch
+    batch = min(request.batch_size or config.maxPopBatchSize, cap)
+    if request.auto_renew:
+        invisible_ms = config.defaultInvisibleTimeMills
+    else:
+        d = request.invisible_duration
+        invisible_ms = d.seconds * 1000 + d.nanos // 1_000_000
+        if not config.minInvisibleTimeMillsForRecv <= invisible_ms <= config.maxInvisibleTimeMills:
+            raise MQError(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"invisible_duration {invisible_ms} ms is outside [{config.minInvisibleTimeMillsForRecv}, "
+                f"{config.maxInvisibleTimeMills}] ms",
+            )
+    polling_s = _polling_seconds(config, request, context)
+    fifo = bool(gc.consume_message_orderly)
+    qid = request.message_queue.id
+    # FIFO push consumers get one assignment per queue; id -1 (push) or a route queue (simple): the whole topic
+    queue_ids = [qid] if fifo and 0 <= qid < tc.read_queue_nums else list(range(tc.read_queue_nums))
+    return PopRequest(
+        group,
+        topic,
+        queue_ids,
+        batch,
+        invisible_ms,
+        bool(request.auto_renew),
+        tag_filter,
+        fifo,
+        gc.retry_max_times + 1,
+        _client_id(context),
+        polling_s,
+        request.attempt_id if request.HasField("attempt_id") else "",
+    )
+
+
+def _client_id(context: Any) -> str:
+    try:
+        return client_meta(context).client_id
+    except Exception:
+        return ""
+
+
+def _polling_seconds(config: PopConfig, request: service_pb2.ReceiveMessageRequest, context: Any) -> float:
+    remaining: float | None = None
+    try:
+        remaining = context.time_remaining() if context is not None else None
+    except Exception:
+        remaining = None
+    if request.HasField("long_polling_timeout"):
+        lp = request.long_polling_timeout
+        polling = lp.seconds + lp.nanos / 1e9
+    elif remaining is not None:
+        polling = remaining - 1.5  # half the client's default request_timeout, as the reference derives it
+    else:
+        polling = config.popPollingMaxMs / 1000
+    polling = max(0.0, min(polling, config.popPollingMaxMs / 1000))
+    if remaining is not None:
+        if remaining * 1000 < config.popPollingDeadlineMinMs:
+            raise MQError(
+                Code.ILLEGAL_POLLING_TIME,
+                f"the request deadline leaves {remaining * 1000:.0f} ms, at least {config.popPollingDeadlineMinMs} "
+                "ms are needed to long-poll and answer",
+            )
+        polling = min(polling, max(0.0, remaining - config.popPollingDeadlineMarginMs / 1000))
+    return polling
+
+
+def _delivery_timestamp() -> service_pb2.ReceiveMessageResponse:
+    ts = timestamp_pb2.Timestamp()
+    ts.GetCurrentTime()
+    return service_pb2.ReceiveMessageResponse(delivery_timestamp=ts)
+
+
+def _overall(results: list[service_pb2.AckMessageResultEntry]) -> definition_pb2.Status:
+    """OK when all entries are OK; the shared code when all failed alike; MULTIPLE_RESULTS when mixed."""
+    codes = {r.status.code for r in results}
+    if codes == {Code.OK}:
+        return ok_status()
+    if len(codes) == 1:
+        return results[0].status
+    return status(Code.MULTIPLE_RESULTS, "entries have different results, see each entry's status")
+
+
+class ReceiveService:
+    """The v2 receive/ack RPCs over one pop service; ACL is checked by the servicer before these run."""
+
+    def __init__(self, ctx: BrokerContext, pop: PopService) -> None:
+        self.ctx = ctx
+        self.pop = pop
+
+    async def receive(
+        self, request: service_pb2.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        """Status first, then the messages, then ``delivery_timestamp``; always ends before the deadline (§7.1)."""
+        pop = self.pop
+        try:
+            req = pop_request(self.ctx, pop.config, request, context)
+            popped = await pop.pop(req)
+        except MQError as exc:
+            log.info("receive refused", code=exc.code.name, reason=exc.message)
+            yield service_pb2.ReceiveMessageResponse(status=status_from_error(exc))
+            yield _delivery_timestamp()
+            return
+        except Exception as exc:
+            log.exception("receive failed", error=repr(exc))
+            yield service_pb2.ReceiveMessageResponse(status=internal_error_status(exc))
+            yield _delivery_timestamp()
+            return
+        answered = pop.read_messages(popped)
+        if not answered:
+            yield service_pb2.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            yield _delivery_timestamp()
+            return
+        try:
+            yield service_pb2.ReceiveMessageResponse(status=ok_status())
+            namespace = request.message_queue.topic.resource_namespace
+            for p, msg in answered:
+                f = p.delivery.flight
+                response = service_pb2.ReceiveMessageResponse()
+                to_v2_message(
+                    msg,
+                    receipt_handle=p.delivery.encoded_handle(),
+                    delivery_attempt=f.attempts,
+                    invisible_duration_s=f.invisible_ms / 1000,
+                    namespace=namespace,
+                    into=response.message,
+                )
+                yield response
+            yield _delivery_timestamp()
+        except (GeneratorExit, asyncio.CancelledError):
+            # The call ended before the client had them all; auto-renew would otherwise hide them for hours.
+            pop.release(popped)
+            raise
+
+    async def ack(self, request: service_pb2.AckMessageRequest) -> service_pb2.AckMessageResponse:
+        group, topic = request.group.name, request.topic.name
+        if not request.entries:
+            validate_group(group)
+            validate_topic(topic, allow_system=True)
+            raise MQError(Code.BAD_REQUEST, "AckMessage needs at least one entry")
+        failures = self.pop.ack_handles(group, topic, [entry.receipt_handle for entry in request.entries])
+        results = [
+            service_pb2.AckMessageResultEntry(
+                message_id=entry.message_id,
+                receipt_handle=entry.receipt_handle,
+                status=status_from_error(failures[i]) if i in failures else _OK,
+            )
+            for i, entry in enumerate(request.entries)
+        ]
+        return service_pb2.AckMessageResponse(status=_overall(results), entries=results)
+
+    async def change_invisible_duration(
+        self, request: service_pb2.ChangeInvisibleDurationRequest
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        try:
+            validate_group(request.group.name)
+            validate_topic(request.topic.name, allow_system=True)
+            d = request.invisible_duration
+            new = self.pop.change_handle(
+                request.group.name, request.topic.name, request.receipt_handle, d.seconds * 1000 + d.nanos // 1_000_000
+            )
+        except MQError as exc:
+            # The client adopts the returned handle before looking at the status (P10): echo the old one.
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status_from_error(exc), receipt_handle=request.receipt_handle
+            )
+        return service_pb2.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=new)
+
+    async def forward_to_dlq(
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        validate_group(request.group.name)
+        validate_topic(request.topic.name, allow_system=True)
+        await self.pop.forward_handle(request.group.name, request.topic.name, request.receipt_handle)
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok_status())

@@ -5,6 +5,7 @@ Producers, push and pull consumers and the resource manager differ only in what 
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import platform
@@ -115,6 +116,27 @@ class ClientLifecycle(Generic[CoreT]):
             raise
         except TimeoutError:
             raise OMSTimeOutException(Code.REQUEST_TIMEOUT, timeout_message) from None
+        except concurrent.futures.CancelledError:
+            raise OMSIllegalStateException(f"the {self.KIND} was shut down during the call") from None
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop without waiting (closed, never started, when the client does not run)."""
+        try:
+            core = self._running_core()
+        except OMSException:
+            coro.close()
+            raise
+        return core.runtime.loop.submit(coro)
+
+    async def _await_on_loop(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
+        """``coro`` run on the loop and awaited from the caller's event loop (the asyncio faces), so nothing blocks
+        it; as in ``_run``, the last resort is ``RUN_GUARD_S`` beyond the call's own deadline, then a cancel."""
+        inner = self._submit(coro)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(inner), timeout_s + RUN_GUARD_S)
+        except TimeoutError:
+            inner.cancel()
+            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
         except concurrent.futures.CancelledError:
             raise OMSIllegalStateException(f"the {self.KIND} was shut down during the call") from None
 

@@ -5,8 +5,6 @@ The work still runs on the access point's loop; this side only awaits it, so not
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import datetime as dt
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import Any, TypeVar
@@ -16,12 +14,9 @@ from rocketmq.grpc_protocol import definition_pb2
 from oms.consumer.config import MAX_RECEIVE_BATCH
 from oms.consumer.pull_base import PullConsumerBase, PullResult, timestamp_ms
 from oms.consumer.selector import MessageSelector
-from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
 from oms.keys import BuiltinKeys
-from oms.lifecycle import RUN_GUARD_S
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
-from orbitmq.errors import Code
 
 T = TypeVar("T")
 
@@ -33,19 +28,7 @@ class AsyncPullConsumer:
         self.consumer = consumer
 
     async def _await(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        try:
-            core = self.consumer._running_core()
-        except OMSException:
-            coro.close()
-            raise
-        future = core.runtime.loop.submit(coro)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s + RUN_GUARD_S)
-        except TimeoutError:
-            future.cancel()
-            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
-        except concurrent.futures.CancelledError:
-            raise OMSIllegalStateException("the pull consumer was shut down during the call") from None
+        return await self.consumer._await_on_loop(coro, timeout_s)
 
     # -- receive / ack ------------------------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ blocking calls run them on the caller's thread.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import time
 from collections.abc import Coroutine, Iterable, Mapping
@@ -19,14 +18,12 @@ from typing import Any, TypeVar
 from oms.client.core import ClientCore
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage
-from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
-from oms.lifecycle import RUN_GUARD_S
+from oms.errors import OMSException
 from oms.message import BytesMessage
 from oms.producer.base import ProducerBase
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
 from oms.producer.sender import check_pinnable, pin, split_batches
-from orbitmq.errors import Code
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 
 log = logging.getLogger("oms.producer.aio")
@@ -65,18 +62,7 @@ class AsyncProducer:
     # -- running on the access point's loop ---------------------------------------------------------------------
 
     async def _await(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        try:
-            inner = self.producer._submit(coro)  # tracked: shutdown() waits for sends in flight
-        except OMSException:
-            coro.close()
-            raise
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(inner), timeout_s + RUN_GUARD_S)
-        except TimeoutError:
-            inner.cancel()
-            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
-        except concurrent.futures.CancelledError:
-            raise OMSIllegalStateException("the producer was shut down during the call") from None
+        return await self.producer._await_on_loop(coro, timeout_s)  # tracked: shutdown() waits for sends in flight
 
     async def _send(
         self, core: ClientCore, wires: list[WireMessage], timeout_s: float, pinned: RouteQueue | None

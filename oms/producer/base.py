@@ -153,8 +153,7 @@ class ProducerBase(MessagingClient):
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start ``coro`` on the loop without waiting; shutdown waits (a little) for what is in flight."""
-        core = self._running_core()
-        inner = core.runtime.loop.submit(coro)
+        inner = super()._submit(coro)
         with self._inflight_lock:
             self._inflight.add(inner)
         inner.add_done_callback(self._forget_inflight)

@@ -154,7 +154,10 @@ class ClientLifecycle(Generic[CoreT]):
 
 
 class MessagingClient(ClientLifecycle[ClientCore]):
-    """A client speaking v2 through a ``ClientCore`` (producers, consumers): attributes, interceptors, user agent."""
+    """A client speaking v2 through a ``ClientCore`` (producers, consumers): attributes, interceptors, user agent.
+
+    The counterpart of the RocketMQ 5 clients' ``ClientImpl``.
+    """
 
     def __init__(self, context: ClientContext, attributes: KeyValue) -> None:
         super().__init__(context)

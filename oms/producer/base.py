@@ -81,7 +81,9 @@ class ProducerBase(MessagingClient):
 
     KIND = "producer"
 
-    def __init__(self, context: ClientContext, attributes: KeyValue, transaction_checker: Checker | None) -> None:
+    def __init__(
+        self, context: ClientContext, attributes: KeyValue, transaction_checker: Checker | None = None
+    ) -> None:
         self.config = ProducerConfig.from_attributes(attributes)
         super().__init__(context, attributes)
         self._namespace = context.namespace

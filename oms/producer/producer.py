@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from oms.client.routes import RouteQueue
-from oms.context import ClientContext
 from oms.convert import WireMessage
 from oms.errors import (
     OMSException,
@@ -24,14 +23,13 @@ from oms.errors import (
 )
 from oms.future import Future
 from oms.keys import BuiltinKeys
-from oms.keyvalue import KeyValue
 from oms.message import BytesMessage
 from oms.producer.aio import AsyncProducer
 from oms.producer.base import ProducerBase
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
 from oms.producer.sender import check_pinnable, pin, split_batches
-from oms.producer.transaction import Checker, Executor, TransactionalResult, is_executor, run_local_transaction
+from oms.producer.transaction import Executor, TransactionalResult, is_executor, run_local_transaction
 from orbitmq.errors import Code
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 
@@ -40,11 +38,6 @@ log = logging.getLogger("oms.producer")
 
 class Producer(ProducerBase):
     """Created by ``MessagingAccessPoint.create_producer``; ``startup()`` (or ``with``) before sending."""
-
-    def __init__(
-        self, context: ClientContext, attributes: KeyValue, transaction_checker: Checker | None = None
-    ) -> None:
-        super().__init__(context, attributes, transaction_checker)
 
     def create_bytes_message(self, destination: str, body: bytes | str) -> BytesMessage:
         return BytesMessage(body, destination)

@@ -196,7 +196,11 @@ class Sender:
         attempts: int | None = None,
     ) -> tuple[list[SendResult], RouteQueue]:
         """Send ``wires`` (one topic) as one request; up to ``attempts`` tries (default: the producer's) while
-        the deadline (``time.monotonic()``) allows. Returns the results and the queue that took them."""
+        the deadline (``time.monotonic()``) allows. Returns the results and the queue that took them.
+
+        The caller checked that the producer runs and passes its core: shutdown waits for sends already submitted
+        (one-way ones included), so a send that starts after shutdown began still goes out rather than fails.
+        """
         attempts = self.attempts if attempts is None else attempts
         topic = wires[0].topic
         route = await core.routes.get(topic)

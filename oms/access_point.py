@@ -1,6 +1,7 @@
 """``MessagingAccessPoint``: parsed URL + attributes, the shared loop/channels, and the factory of clients.
 
-Shutting it down shuts down every client it created, then closes the channels and stops the loop thread.
+Shutting it down shuts down every client it created, then closes the channels and stops the loop thread. Clients
+see it only through ``oms.context.ClientContext``; this module is the one that imports them.
 """
 
 from __future__ import annotations
@@ -11,28 +12,29 @@ import threading
 import weakref
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from oms.admin.manager import ResourceManager
 from oms.client.core import Runtime
 from oms.client.endpoints import Endpoint
 from oms.client.headers import Credentials
+from oms.client.identity import local_host
 from oms.client.loop import LoopThread
 from oms.client.rpc import ChannelPool
+from oms.consumer.config import consumer_attributes
+from oms.consumer.pull import PullConsumer
+from oms.consumer.push import PushConsumer
+from oms.context import Lifecycle
 from oms.errors import OMSIllegalStateException, OMSNotSupportedException
 from oms.keys import OMSBuiltinKeys, attribute_key
 from oms.keyvalue import KeyValue
 from oms.plugins import ClientPluginManager
+from oms.producer.aio import AsyncProducer
+from oms.producer.producer import Producer
+from oms.producer.transaction import Checker
 from oms.url import AccessPointURL, parse_access_point
 from oms.version import CLIENT_VERSION
 from orbitmq.errors import Code
-
-if TYPE_CHECKING:
-    from oms.admin.manager import ResourceManager
-    from oms.consumer.pull import PullConsumer
-    from oms.consumer.push import PushConsumer
-    from oms.producer.aio import AsyncProducer
-    from oms.producer.producer import Producer
-    from oms.producer.transaction import Checker
 
 log = logging.getLogger("oms")
 
@@ -48,14 +50,6 @@ def _shutdown_forgotten() -> None:
     """Access points still running at interpreter exit are shut down (brokers hear goodbye, threads end)."""
     for ap in list(_live):
         ap.shutdown()
-
-
-class Lifecycle(Protocol):
-    """Something with idempotent ``startup()``/``shutdown()`` (access points, producers, consumers)."""
-
-    def startup(self) -> Any: ...
-
-    def shutdown(self) -> None: ...
 
 
 def merge_attributes(attributes: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> KeyValue:
@@ -152,16 +146,9 @@ class MessagingAccessPoint:
         """A producer (not started): attributes from ``attributes`` plus keyword sugar, e.g.
         ``create_producer(operation_timeout=3000, retry_times_when_send_failed=1, send_latency_fault_enable=True)``.
         """
-        from oms.producer.producer import Producer
-
         merged = KeyValue(self._attributes)
         merged.update(merge_attributes(attributes, kwargs))
-        producer = Producer(self, merged, transaction_checker)
-        with self._lock:
-            if self._closed:
-                raise OMSIllegalStateException("the access point was shut down")
-            self._children.append(producer)
-        return producer
+        return self._adopt(Producer(self, merged, transaction_checker))
 
     def create_async_producer(
         self,
@@ -177,24 +164,16 @@ class MessagingAccessPoint:
         """A push consumer (not started): ``create_push_consumer(consumer_id="G", message_model="BROADCASTING",
         consume_from_where="first", consume_thread_nums=8, orderly=True, ...)``; keys in docs/oms.md "Consumers".
         """
-        from oms.consumer.config import consumer_attributes
-        from oms.consumer.push import PushConsumer
-
         return self._adopt(PushConsumer(self, consumer_attributes(self._attributes, attributes, kwargs)))
 
     def create_pull_consumer(self, attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> PullConsumer:
         """A pull consumer (not started): ``receive()``/``ack()`` and the queue-level ``pull``/``commit`` API."""
-        from oms.consumer.config import consumer_attributes
-        from oms.consumer.pull import PullConsumer
-
         return self._adopt(PullConsumer(self, consumer_attributes(self._attributes, attributes, kwargs)))
 
     def resource_manager(self, attributes: Mapping[str, Any] | None = None, **kwargs: Any) -> ResourceManager:
         """The admin API (topics, groups, offsets, message queries, dead letters); ``with`` closes it. See
         docs/oms.md "Resource manager and mqadmin"; ``operation_timeout=`` (ms) bounds each call to a server.
         """
-        from oms.admin.manager import ResourceManager
-
         merged = KeyValue(self._attributes)
         merged.update(merge_attributes(attributes, kwargs))
         return self._adopt(ResourceManager(self, merged))
@@ -206,16 +185,19 @@ class MessagingAccessPoint:
             self._children.append(child)
         return child
 
-    # -- for clients --------------------------------------------------------------------------------------------
+    # -- oms.context.ClientContext: what its clients use -------------------------------------------------------
 
-    def _start_for(self, child: Lifecycle) -> Runtime:
+    def born_host(self) -> str:
+        return local_host(self.url.endpoints[0])
+
+    def start_client(self, client: Lifecycle) -> Runtime:
         self.startup()
         return self._runtime
 
-    def _forget(self, child: Lifecycle) -> None:
+    def forget_client(self, client: Lifecycle) -> None:
         with self._lock:
-            if child in self._children:
-                self._children.remove(child)
+            if client in self._children:
+                self._children.remove(client)
 
     def __repr__(self) -> str:
         return f"MessagingAccessPoint({self.url.driver}://{self.url.addresses}/{self.namespace})"

@@ -4,21 +4,22 @@ a broker is sent (checked before any broker is touched), and ``TOPICS``/``GROUPS
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from google.protobuf.message import Message
 
 from oms.admin import models as m
+from oms.admin.models import Broker
 from oms.errors import OMSMessageFormatException, from_mq_error
 from orbitmq.errors import Code, MQError
-from orbitmq.proto import admin_pb2
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType, TopicMessageType
 from orbitmq.validation import validate_group, validate_topic
 
-if TYPE_CHECKING:
-    from oms.admin.core import AdminCore, Broker
-
 T = TypeVar("T")
+R = TypeVar("R")
 InfoT = TypeVar("InfoT", m.TopicInfo, m.GroupInfo)
 ChangesT = TypeVar("ChangesT", "TopicChanges", "GroupChanges")
 ConfigT = TypeVar("ConfigT", admin_pb2.TopicConfig, admin_pb2.GroupConfig)
@@ -186,6 +187,15 @@ def merge_group(group: str, base: m.GroupInfo | None, changes: GroupChanges) -> 
     )
 
 
+class AdminCalls(Protocol):
+    """What a config kind uses of ``oms.admin.core.AdminCore`` (which imports this module): one checked call to
+    a broker's admin service."""
+
+    def admin_stub(self, addr: str) -> admin_pb2_grpc.AdminStub: ...
+
+    async def admin(self, call: Callable[..., Awaitable[R]], request: Message, what: str) -> R: ...
+
+
 class ConfigKind(ABC, Generic[InfoT, ChangesT, ConfigT]):
     """What differs between a topic and a subscription group on the brokers: their names' rule, the merge and the
     three admin calls. ``AdminCore.configs``/``upsert``/``delete`` are the one path both take."""
@@ -203,15 +213,15 @@ class ConfigKind(ABC, Generic[InfoT, ChangesT, ConfigT]):
     def merge(self, name: str, base: InfoT | None, changes: ChangesT) -> ConfigT: ...
 
     @abstractmethod
-    async def read(self, core: AdminCore, b: Broker) -> list[InfoT]:
+    async def read(self, core: AdminCalls, b: Broker) -> list[InfoT]:
         """Every config of this kind on broker ``b``."""
 
     @abstractmethod
-    async def write(self, core: AdminCore, b: Broker, config: ConfigT) -> InfoT:
+    async def write(self, core: AdminCalls, b: Broker, config: ConfigT) -> InfoT:
         """Create or replace one config on ``b``; returns it as the broker stored it."""
 
     @abstractmethod
-    async def remove(self, core: AdminCore, b: Broker, name: str) -> None: ...
+    async def remove(self, core: AdminCalls, b: Broker, name: str) -> None: ...
 
 
 class TopicConfigs(ConfigKind[m.TopicInfo, TopicChanges, admin_pb2.TopicConfig]):
@@ -227,18 +237,18 @@ class TopicConfigs(ConfigKind[m.TopicInfo, TopicChanges, admin_pb2.TopicConfig])
     def merge(self, name: str, base: m.TopicInfo | None, changes: TopicChanges) -> admin_pb2.TopicConfig:
         return merge_topic(name, base, changes)
 
-    async def read(self, core: AdminCore, b: Broker) -> list[m.TopicInfo]:
+    async def read(self, core: AdminCalls, b: Broker) -> list[m.TopicInfo]:
         stub = core.admin_stub(b.addr)
         response = await core.admin(stub.ListTopics, admin_pb2.ListTopicsRequest(), f"ListTopics on {b.name}")
         return [topic_info(t, b.name) for t in response.topics]
 
-    async def write(self, core: AdminCore, b: Broker, config: admin_pb2.TopicConfig) -> m.TopicInfo:
+    async def write(self, core: AdminCalls, b: Broker, config: admin_pb2.TopicConfig) -> m.TopicInfo:
         request = admin_pb2.CreateOrUpdateTopicRequest(config=config)
         stub = core.admin_stub(b.addr)
         response = await core.admin(stub.CreateOrUpdateTopic, request, f"CreateOrUpdateTopic on {b.name}")
         return topic_info(response.config, b.name)
 
-    async def remove(self, core: AdminCore, b: Broker, name: str) -> None:
+    async def remove(self, core: AdminCalls, b: Broker, name: str) -> None:
         stub = core.admin_stub(b.addr)
         await core.admin(stub.DeleteTopic, admin_pb2.DeleteTopicRequest(topic=name), f"DeleteTopic on {b.name}")
 
@@ -256,18 +266,18 @@ class GroupConfigs(ConfigKind[m.GroupInfo, GroupChanges, admin_pb2.GroupConfig])
     def merge(self, name: str, base: m.GroupInfo | None, changes: GroupChanges) -> admin_pb2.GroupConfig:
         return merge_group(name, base, changes)
 
-    async def read(self, core: AdminCore, b: Broker) -> list[m.GroupInfo]:
+    async def read(self, core: AdminCalls, b: Broker) -> list[m.GroupInfo]:
         stub = core.admin_stub(b.addr)
         response = await core.admin(stub.ListGroups, admin_pb2.ListGroupsRequest(), f"ListGroups on {b.name}")
         return [group_info(g, b.name) for g in response.groups]
 
-    async def write(self, core: AdminCore, b: Broker, config: admin_pb2.GroupConfig) -> m.GroupInfo:
+    async def write(self, core: AdminCalls, b: Broker, config: admin_pb2.GroupConfig) -> m.GroupInfo:
         request = admin_pb2.CreateOrUpdateGroupRequest(config=config)
         stub = core.admin_stub(b.addr)
         response = await core.admin(stub.CreateOrUpdateGroup, request, f"CreateOrUpdateGroup on {b.name}")
         return group_info(response.config, b.name)
 
-    async def remove(self, core: AdminCore, b: Broker, name: str) -> None:
+    async def remove(self, core: AdminCalls, b: Broker, name: str) -> None:
         stub = core.admin_stub(b.addr)
         await core.admin(stub.DeleteGroup, admin_pb2.DeleteGroupRequest(group=name), f"DeleteGroup on {b.name}")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -27,6 +26,7 @@ from oms.admin.configs import (
     bad_request,
     validated,
 )
+from oms.admin.models import Broker
 from oms.client.core import Runtime
 from oms.client.endpoints import Endpoint
 from oms.client.headers import HeaderBuilder
@@ -56,15 +56,6 @@ R = TypeVar("R")
 MAX_QUERY_NUM = 64  # the broker's cap per query
 # a generated stub's method: request, then the call's metadata and timeout
 UnaryCall = Callable[..., Awaitable[R]]
-
-
-@dataclass(frozen=True)
-class Broker:
-    """A broker the resource manager talks to: its cluster, broker name and gRPC address."""
-
-    cluster: str
-    name: str
-    addr: str
 
 
 def admin_error(code: int, message: str) -> OMSException:

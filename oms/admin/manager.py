@@ -5,12 +5,9 @@ Get one from ``access_point.resource_manager()``; it starts on first use and is 
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
-import threading
 from collections.abc import Coroutine, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from oms.admin import models as m
 from oms.admin.configs import (
@@ -23,14 +20,13 @@ from oms.admin.configs import (
 )
 from oms.admin.core import MAX_QUERY_NUM, AdminCore
 from oms.admin.dead_letters import resend_dead_letter
-from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
+from oms.client.core import Runtime
+from oms.context import ClientContext
+from oms.errors import OMSException
 from oms.keys import OMSBuiltinKeys
 from oms.keyvalue import KeyValue
-from orbitmq.errors import Code
+from oms.lifecycle import ClientLifecycle
 from orbitmq.limits import DEFAULT_OPERATION_TIMEOUT_MS
-
-if TYPE_CHECKING:
-    from oms.access_point import MessagingAccessPoint
 
 T = TypeVar("T")
 log = logging.getLogger("oms.admin")
@@ -40,73 +36,38 @@ STEPS_PER_CALL = 5
 STOP_TIMEOUT_S = 5.0
 
 
-class ResourceManager:
+class ResourceManager(ClientLifecycle[AdminCore]):
     """Administration of the brokers behind an access point (name servers, or brokers given directly).
 
     Writes go to every master of ``cluster``, to one ``broker`` (name or ``host:port``), or, with neither, to every
     master broker. Failures raise the ``oms`` exception of the broker's status code.
     """
 
-    def __init__(self, access_point: MessagingAccessPoint, attributes: KeyValue) -> None:
-        self._ap = access_point
+    KIND = "resource manager"
+    RENEW_HINT = "get a new one"
+
+    def __init__(self, context: ClientContext, attributes: KeyValue) -> None:
+        super().__init__(context)
         timeout_ms = attributes.get_int(OMSBuiltinKeys.OPERATION_TIMEOUT, DEFAULT_OPERATION_TIMEOUT_MS)
         if timeout_ms <= 0:
             raise ValueError(f"{OMSBuiltinKeys.OPERATION_TIMEOUT} must be positive, got {timeout_ms} ms")
         self.timeout_s = timeout_ms / 1000
-        self._core: AdminCore | None = None
-        self._lock = threading.Lock()
-        self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
-    def startup(self) -> ResourceManager:
-        with self._lock:
-            if self._closed:
-                raise OMSIllegalStateException("the resource manager was shut down; get a new one")
-            if self._core is None:
-                self._core = AdminCore(self._ap._start_for(self), self.timeout_s)
-        return self
+    def _open(self, runtime: Runtime) -> AdminCore:
+        return AdminCore(runtime, self.timeout_s)
 
-    def shutdown(self) -> None:
-        """Close its channels (idempotent); the access point and its other clients keep running."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            core, self._core = self._core, None
-        self._ap._forget(self)
-        if core is None:
-            return
-        loop = core.runtime.loop
-        if loop.running and not loop.in_loop():
-            try:
-                loop.run(core.close(), STOP_TIMEOUT_S)
-            except Exception as exc:  # the access point closes the loop, and with it the channels, anyway
-                log.warning("resource manager channels did not close cleanly: %r", exc)
-
-    def __enter__(self) -> ResourceManager:
-        return self.startup()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
+    def _close(self, core: AdminCore) -> None:
+        """Close its channels; the access point and its other clients keep running."""
+        self._stop_step(core, core.close, STOP_TIMEOUT_S, "closing channels")
 
     def _run(self, make: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run ``make(core, ...)`` (a coroutine function of ``AdminCore``) on the loop and wait for it."""
-        core = self._core or self.startup()._core
-        if core is None:
-            raise OMSIllegalStateException("the resource manager was shut down")
+        """Run ``make(core, ...)`` (a coroutine function of ``AdminCore``) on the loop, starting on first use."""
+        core = self.startup()._running_core()
         coro: Coroutine[Any, Any, Any] = make(core, *args, **kwargs)
         budget = self.timeout_s * STEPS_PER_CALL + 1.0
-        try:
-            return core.runtime.loop.run(coro, budget)
-        except OMSException:
-            raise
-        except TimeoutError:
-            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {budget:.1f}s") from None
-        except concurrent.futures.CancelledError:
-            raise OMSIllegalStateException("the access point was shut down during the call") from None
+        return self._wait(core, coro, budget, f"no answer within {budget:.1f}s")
 
     # -- cluster ------------------------------------------------------------------------------------------------
 
@@ -342,4 +303,4 @@ class ResourceManager:
         return result
 
     def __repr__(self) -> str:
-        return f"ResourceManager({self._ap!r})"
+        return f"ResourceManager({self._context!r})"

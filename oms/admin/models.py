@@ -237,3 +237,12 @@ def _body_json(body: bytes) -> tuple[str, str]:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return base64.b64encode(body).decode("ascii"), "base64"
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A broker the resource manager talks to: its cluster, broker name and gRPC address."""
+
+    cluster: str
+    name: str
+    addr: str

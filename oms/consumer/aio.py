@@ -5,25 +5,18 @@ The work still runs on the access point's loop; this side only awaits it, so not
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import datetime as dt
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from rocketmq.grpc_protocol import definition_pb2
 
-from oms.consumer.base import RUN_GUARD_S
 from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.pull_base import PullConsumerBase, PullResult, timestamp_ms
 from oms.consumer.selector import MessageSelector
-from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
 from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
-from orbitmq.errors import Code
-
-if TYPE_CHECKING:
-    from oms.consumer.pull import PullConsumer, PullResult
 
 T = TypeVar("T")
 
@@ -31,23 +24,11 @@ T = TypeVar("T")
 class AsyncPullConsumer:
     """A view of a started ``PullConsumer``; lifecycle stays with it (``startup``/``shutdown``, ``with``)."""
 
-    def __init__(self, consumer: PullConsumer) -> None:
+    def __init__(self, consumer: PullConsumerBase) -> None:
         self.consumer = consumer
 
     async def _await(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        try:
-            core = self.consumer._running_core()
-        except OMSException:
-            coro.close()
-            raise
-        future = core.runtime.loop.submit(coro)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s + RUN_GUARD_S)
-        except TimeoutError:
-            future.cancel()
-            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
-        except concurrent.futures.CancelledError:
-            raise OMSIllegalStateException("the pull consumer was shut down during the call") from None
+        return await self.consumer._await_on_loop(coro, timeout_s)
 
     # -- receive / ack ------------------------------------------------------------------------------------------
 
@@ -122,8 +103,7 @@ class AsyncPullConsumer:
         return await self._await(c._query_async(queue, policy, timestamp_ms), c.config.timeout_s)
 
     async def offset_for_time(self, queue: MessageQueue, timestamp: int | float | dt.datetime) -> int:
-        ms = int(timestamp.timestamp() * 1000) if isinstance(timestamp, dt.datetime) else int(timestamp)
-        return await self._query(queue, definition_pb2.QueryOffsetPolicy.TIMESTAMP, ms)
+        return await self._query(queue, definition_pb2.QueryOffsetPolicy.TIMESTAMP, timestamp_ms(timestamp))
 
     async def earliest_offset(self, queue: MessageQueue) -> int:
         return await self._query(queue, definition_pb2.QueryOffsetPolicy.BEGINNING)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from rocketmq.grpc_protocol import definition_pb2
 
@@ -26,12 +25,11 @@ from oms.consumer.listener import ListenerAdapter
 from oms.consumer.offset_clustering import OffsetClusteringEngine
 from oms.consumer.offset_store import LocalFileOffsetStore
 from oms.consumer.selector import MessageSelector
+from oms.context import ClientContext
 from oms.errors import OMSIllegalStateException
 from oms.keyvalue import KeyValue
+from oms.lifecycle import callback_pool, stop_callback_pool
 from oms.queue import MessageQueue
-
-if TYPE_CHECKING:
-    from oms.access_point import MessagingAccessPoint
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("oms.consumer.push")
@@ -45,8 +43,8 @@ class PushConsumer(ConsumerBase):
     CLIENT_TYPE = definition_pb2.ClientType.PUSH_CONSUMER
     KIND = "push consumer"
 
-    def __init__(self, access_point: MessagingAccessPoint, attributes: KeyValue) -> None:
-        super().__init__(access_point, attributes)
+    def __init__(self, context: ClientContext, attributes: KeyValue) -> None:
+        super().__init__(context, attributes)
         self._subs: dict[str, Subscription] = {}  # replaced, never mutated: the loop reads it without a lock
         self._engine: ReceiveEngine | BroadcastEngine | OffsetClusteringEngine | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -197,9 +195,7 @@ class PushConsumer(ConsumerBase):
     async def _started(self, core: ClientCore) -> None:
         assert self._calls is not None
         cfg = self.config
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=cfg.consume_thread_nums, thread_name_prefix=f"oms-consumer-{id(self):x}"
-        )
+        self._pool = callback_pool(self, "consumer", cfg.consume_thread_nums)
         hooks_args = (cfg, self.subscriptions, self._pool, self._hooks)
         engine: ReceiveEngine | BroadcastEngine | OffsetClusteringEngine
         if cfg.message_model is MessageModel.BROADCASTING:
@@ -267,9 +263,7 @@ class PushConsumer(ConsumerBase):
     def _after_stop(self) -> None:
         pool = self._pool
         if pool is not None:
-            # from one of its own threads (a listener shutting the consumer down) it cannot wait for itself
-            own = threading.current_thread().name.startswith(f"oms-consumer-{id(self):x}")
-            pool.shutdown(wait=not own, cancel_futures=True)
+            stop_callback_pool(pool, self, "consumer", cancel_futures=True)
 
     def startup(self) -> PushConsumer:
         if not self._subs:

@@ -9,25 +9,22 @@ blocking calls run them on the caller's thread.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import time
 from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from oms.client.core import ClientCore
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage
-from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
+from oms.errors import OMSException
 from oms.message import BytesMessage
-from oms.producer.producer import RUN_GUARD_S, split_batches
+from oms.producer.base import ProducerBase
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
-from orbitmq.errors import Code
+from oms.producer.sender import check_pinnable, pin, split_batches
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
-
-if TYPE_CHECKING:
-    from oms.producer.producer import Producer
 
 log = logging.getLogger("oms.producer.aio")
 
@@ -37,7 +34,7 @@ T = TypeVar("T")
 class AsyncProducer:
     """A view of a ``Producer`` for asyncio code; ``async with`` starts and shuts down the producer."""
 
-    def __init__(self, producer: Producer) -> None:
+    def __init__(self, producer: ProducerBase) -> None:
         self.producer = producer
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -65,22 +62,12 @@ class AsyncProducer:
     # -- running on the access point's loop ---------------------------------------------------------------------
 
     async def _await(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        try:
-            inner = self.producer._submit(coro)  # tracked: shutdown() waits for sends in flight
-        except OMSException:
-            coro.close()
-            raise
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(inner), timeout_s + RUN_GUARD_S)
-        except TimeoutError:
-            inner.cancel()
-            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
-        except concurrent.futures.CancelledError:
-            raise OMSIllegalStateException("the producer was shut down during the call") from None
+        return await self.producer._await_on_loop(coro, timeout_s)  # tracked: shutdown() waits for sends in flight
 
-    async def _send(self, wires: list[WireMessage], timeout_s: float, pinned: RouteQueue | None) -> list[SendResult]:
-        p = self.producer
-        coro = p._send_wire(wires, time.monotonic() + timeout_s, pinned, p._attempts())
+    async def _send(
+        self, core: ClientCore, wires: list[WireMessage], timeout_s: float, pinned: RouteQueue | None
+    ) -> list[SendResult]:
+        coro = self.producer._sender.send(core, wires, time.monotonic() + timeout_s, pinned)
         results, _ = await self._await(coro, timeout_s)
         return results
 
@@ -104,10 +91,10 @@ class AsyncProducer:
         try:
             pinned = None
             if selector is not None:
-                p._check_pinnable(wire)
+                check_pinnable(wire)
                 route = await self._await(core.routes.get(wire.topic), timeout_s)
-                pinned = p._pin_on(wire, selector, arg, route)
-            result = (await self._send([wire], timeout_s, pinned))[0]
+                pinned = pin(wire, selector, arg, route)
+            result = (await self._send(core, [wire], timeout_s, pinned))[0]
         except OMSException as exc:
             p._hooks.after_send(message, None, exc)
             raise
@@ -124,7 +111,7 @@ class AsyncProducer:
         """``Producer.send_batch`` awaited: per topic and 4 MiB requests, results in input order; a failed
         request raises and the requests before it stay stored. ``timeout`` applies per request."""
         p = self.producer
-        p._running_core()
+        core = p._running_core()
         batch = list(messages)
         if not batch:
             return []
@@ -140,7 +127,7 @@ class AsyncProducer:
             raise
         try:
             for chunk in split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES):
-                sent = await self._send([wires[i] for i in chunk], timeout_s, None)
+                sent = await self._send(core, [wires[i] for i in chunk], timeout_s, None)
                 for i, result in zip(chunk, sent, strict=True):
                     results[i] = result
                     p._hooks.after_send(batch[i], result, None)
@@ -155,10 +142,10 @@ class AsyncProducer:
         """Fire and forget (one attempt): returns once the send is handed to the loop; errors are logged."""
         p = self.producer
         try:
-            p._running_core()
+            core = p._running_core()
             timeout_s = p._timeout(attributes, None)
             wire = p._prepare(message)
-            inner = p._submit(p._send_wire([wire], time.monotonic() + timeout_s, None, 1))
+            inner = p._submit(p._sender.send(core, [wire], time.monotonic() + timeout_s, attempts=1))
         except Exception as exc:
             log.warning("oneway send of %r not sent: %s", message, exc)
             return

@@ -1,26 +1,29 @@
-"""Transactions: the OMS 0.3 executor form and the 2.x ``prepare()`` form, plus the check-back contract.
+"""Transactions: the OMS 0.3 executor form and the 2.x ``prepare()`` form, ``EndTransaction``, and the check-back.
 
-A half message is invisible until ``EndTransaction`` commits it; UNKNOWN leaves it to the broker's check-back.
+A half message is invisible until ``EndTransaction`` commits it; UNKNOWN leaves it to the broker's check-back
+(``RecoverOrphanedTransactionCommand`` on the Telemetry stream), answered by the producer's ``transaction_checker``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
-from rocketmq.grpc_protocol import definition_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
-from oms.errors import OMSTransactionException
+from oms.client.core import ClientCore
+from oms.client.endpoints import Endpoint
+from oms.convert import from_wire
+from oms.errors import OMSException, OMSTransactionException
+from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.producer.result import SendResult, TransactionResolution
 from orbitmq.errors import Code
-
-if TYPE_CHECKING:
-    from oms.producer.producer import Producer
 
 log = logging.getLogger("oms.producer.transaction")
 
@@ -64,6 +67,20 @@ class TransactionChecker(Protocol):
 
 Executor = LocalTransactionExecutor | Callable[[BytesMessage, TransactionContext], object]
 Checker = TransactionChecker | Callable[..., object]
+
+
+class TransactionEnder(Protocol):
+    """The producer that prepared a half message: it ends the transaction on the broker (blocking)."""
+
+    def _end_transaction(
+        self,
+        topic: str,
+        message_id: str,
+        transaction_id: str,
+        endpoint: Endpoint,
+        resolution: TransactionResolution,
+        from_check: bool,
+    ) -> None: ...
 
 
 def parse_resolution(outcome: object) -> TransactionResolution:
@@ -144,7 +161,7 @@ class TransactionalResult:
     ``with producer.prepare(msg) as txn:`` commits when the block ends normally, rolls back on an exception.
     """
 
-    def __init__(self, producer: Producer, send_result: SendResult, endpoint: Any) -> None:
+    def __init__(self, producer: TransactionEnder, send_result: SendResult, endpoint: Endpoint) -> None:
         self._producer = producer
         self.send_result = send_result
         self._endpoint = endpoint
@@ -190,3 +207,74 @@ class TransactionalResult:
 
     def __repr__(self) -> str:
         return f"TransactionalResult(transaction_id={self.transaction_id!r}, resolution={self.resolution})"
+
+
+def is_executor(value: object) -> bool:
+    """Whether ``send(msg, value)`` is the OMS transactional form (an executor, not an attributes mapping)."""
+    if isinstance(value, Mapping):
+        return False
+    return isinstance(value, LocalTransactionExecutor) or callable(getattr(value, "execute", None)) or callable(value)
+
+
+def run_local_transaction(txn: TransactionalResult, executor: Executor, message: BytesMessage) -> SendResult:
+    """Run ``executor`` for the prepared half message, then commit or roll back; UNKNOWN waits for the check-back."""
+    execute = executor_fn(executor)
+    context = TransactionContext(message, txn.transaction_id)
+    resolution = decide(execute, message, context, "local transaction")
+    if resolution is not TransactionResolution.UNKNOWN:
+        try:
+            if resolution is TransactionResolution.COMMIT:
+                txn.commit()
+            else:
+                txn.rollback()
+        except OMSException as exc:  # RocketMQ's choice too: the broker's check-back settles it later
+            log.warning("ending transaction %s failed, the broker will check back: %s", txn.transaction_id, exc)
+    return dataclasses.replace(txn.send_result, transaction_resolution=resolution)
+
+
+def end_transaction_request(
+    core: ClientCore,
+    topic: str,
+    message_id: str,
+    transaction_id: str,
+    resolution: TransactionResolution,
+    from_check: bool,
+) -> service_pb2.EndTransactionRequest:
+    return service_pb2.EndTransactionRequest(
+        topic=core.resource(topic),
+        message_id=message_id,
+        transaction_id=transaction_id,
+        resolution=definition_pb2.COMMIT if resolution is TransactionResolution.COMMIT else definition_pb2.ROLLBACK,
+        source=definition_pb2.SOURCE_SERVER_CHECK if from_check else definition_pb2.SOURCE_CLIENT,
+    )
+
+
+def orphan_of(command: service_pb2.TelemetryCommand) -> tuple[BytesMessage, str] | None:
+    """The half message and transaction id a broker asks about, or None for another command."""
+    if not command.HasField("recover_orphaned_transaction_command"):
+        return None
+    orphan = command.recover_orphaned_transaction_command
+    message = from_wire(orphan.message)
+    message.sys_headers()[BuiltinKeys.TRANSACTION_ID] = orphan.transaction_id
+    return message, orphan.transaction_id
+
+
+def answer_check(
+    checker: Checker | None, producer: TransactionEnder, endpoint: Endpoint, message: BytesMessage, transaction_id: str
+) -> None:
+    """The broker's check-back of an undecided transaction: ask ``checker``, then end it (UNKNOWN: asked later)."""
+    if checker is None:
+        log.warning(
+            "broker %s asks about transaction %s but the producer has no transaction_checker", endpoint, transaction_id
+        )
+        return
+    context = TransactionContext(message, transaction_id)
+    resolution = decide(checker_fn(checker), message, context, "transaction check")
+    if resolution is TransactionResolution.UNKNOWN:
+        return  # asked again later
+    try:
+        producer._end_transaction(
+            message.destination or "", message.message_id or "", transaction_id, endpoint, resolution, from_check=True
+        )
+    except OMSException as exc:
+        log.warning("answering the check of transaction %s failed: %s", transaction_id, exc)

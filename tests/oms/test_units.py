@@ -15,9 +15,10 @@ from oms.convert import decode_body, from_wire, to_wire
 from oms.errors import exception_class, from_mq_error
 from oms.keys import attribute_key
 from oms.plugins import ClientPluginManager, Hooks
+from oms.producer.base import ProducerConfig
 from oms.producer.fault import LatencyFaultTolerance, not_available_ms
-from oms.producer.producer import ProducerConfig, split_batches
 from oms.producer.selector import group_for_queue, java_string_hash
+from oms.producer.sender import split_batches
 from oms.producer.transaction import parse_resolution
 from oms.url import parse_access_point
 from orbitmq.errors import Code, MQError
@@ -293,8 +294,10 @@ def test_future_listener_fires_exactly_once_and_get_timeout_does_not_cancel():
     with pytest.raises(oms.OMSTimeOutException):
         fut.get(0.01)
     assert not fut.cancelled() and fut.get_throwable() is None
-    threading.Timer(0.05, fut.set_result, (5,)).start()
+    setter = threading.Timer(0.05, fut.set_result, (5,))
+    setter.start()
     assert fut.get(5) == 5 and fut.get(5) == 5
+    setter.join(5)  # get() may return before the setting thread ran the listeners registered earlier
     fut.add_listener(lambda f: calls.append(-1))  # already done: runs now, once
     assert calls == [5, -1]
     failed: oms.Future[int] = oms.Future()

@@ -1,0 +1,235 @@
+"""The send path on the loop: choose a queue, send, retry on another broker within the deadline, read the answer.
+
+RocketMQ's ``sendDefaultImpl`` with ``MQFaultStrategy``: round robin per topic, the broker that just failed avoided,
+slow brokers isolated for a while when ``send_latency_fault_enable`` is on; ordered sends are pinned to one queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from oms.client.core import ClientCore
+from oms.client.routes import RouteQueue, TopicRoute
+from oms.client.rpc import SUCCESS_CODES
+from oms.convert import WireMessage
+from oms.errors import (
+    OMSConnectionException,
+    OMSException,
+    OMSMessageFormatException,
+    OMSRuntimeException,
+    OMSTimeOutException,
+    exception_for,
+)
+from oms.producer.fault import LatencyFaultTolerance
+from oms.producer.result import STATUS_OF_CODE, SendResult
+from oms.producer.selector import QueueSelector, group_for_queue
+from oms.queue import ANY_QUEUE, MessageQueue
+from orbitmq.errors import Code
+
+log = logging.getLogger("oms.producer")
+
+# Failures where another broker (or a second try) may succeed; everything else is the caller's to fix.
+RETRY_CODES = frozenset(
+    {
+        Code.INTERNAL_ERROR,
+        Code.INTERNAL_SERVER_ERROR,
+        Code.FORBIDDEN,  # no writable queue on that broker (RocketMQ retries NO_PERMISSION)
+        Code.TOPIC_NOT_FOUND,  # the topic is not (yet) on that broker
+        Code.PROXY_TIMEOUT,
+        Code.REQUEST_TIMEOUT,
+    }
+)
+
+
+def retryable(error: OMSException) -> bool:
+    return isinstance(error, OMSConnectionException) or error.code in RETRY_CODES
+
+
+def split_batches(wires: Sequence[WireMessage], max_bytes: int, max_count: int) -> list[list[int]]:
+    """Indexes of ``wires`` grouped per topic (first-seen order) into requests of at most ``max_bytes`` of bodies
+    and ``max_count`` messages; a single larger message gets a request of its own."""
+    by_topic: dict[str, list[int]] = {}
+    for i, wire in enumerate(wires):
+        by_topic.setdefault(wire.topic, []).append(i)
+    chunks: list[list[int]] = []
+    for indexes in by_topic.values():
+        current: list[int] = []
+        size = 0
+        for i in indexes:
+            body = wires[i].body_size
+            if current and (size + body > max_bytes or len(current) >= max_count):
+                chunks.append(current)
+                current, size = [], 0
+            current.append(i)
+            size += body
+        if current:
+            chunks.append(current)
+    return chunks
+
+
+def check_pinnable(wire: WireMessage) -> None:
+    if wire.message_type not in (definition_pb2.NORMAL, definition_pb2.FIFO):
+        raise OMSMessageFormatException(Code.BAD_REQUEST, "a selector cannot be combined with a delay or a transaction")
+
+
+def pin(wire: WireMessage, selector: QueueSelector, arg: Any, route: TopicRoute) -> RouteQueue:
+    """Let ``selector`` choose among the writable queues, and make the broker store the message there."""
+    writable = route.writable()
+    if not writable:
+        raise OMSRuntimeException(Code.FORBIDDEN, f"topic {wire.topic!r} has no writable queue")
+    chosen = selector([q.queue for q in writable], wire.source, arg)
+    by_queue = {q.queue: q for q in writable}
+    target = by_queue.get(chosen) if isinstance(chosen, MessageQueue) else None
+    if target is None:
+        raise OMSRuntimeException(Code.BAD_REQUEST, f"the selector returned {chosen!r}, not one of the queues")
+    if not target.accepts(definition_pb2.FIFO):
+        raise OMSMessageFormatException(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"ordered sends to topic {wire.topic!r} need a FIFO or MIXED topic: the broker places messages by "
+            "message group (it ignores queue ids), and this topic does not accept FIFO messages",
+        )
+    sp = wire.pb.system_properties
+    sp.queue_id = target.queue.queue_id
+    # a message group the broker hashes onto exactly this queue; the message's own sharding key gives way
+    sp.message_group = group_for_queue(target.queue.queue_id, len(route.writable_on(target.broker_name)))
+    sp.message_type = definition_pb2.FIFO
+    wire.message_type = definition_pb2.FIFO
+    return target
+
+
+def candidates(route: TopicRoute, wires: Sequence[WireMessage]) -> tuple[RouteQueue, ...]:
+    """The writable queues of the topic that accept every message type in ``wires``."""
+    topic = wires[0].topic
+    writable = route.writable()
+    if not writable:
+        raise OMSRuntimeException(Code.FORBIDDEN, f"topic {topic!r} has no writable queue")
+    types = {w.message_type for w in wires}
+    found = tuple(q for q in writable if all(q.accepts(t) for t in types))
+    if not found:
+        names = ", ".join(sorted(definition_pb2.MessageType.Name(t) for t in types))
+        accepted = ", ".join(sorted({definition_pb2.MessageType.Name(t) for q in writable for t in q.accept_types}))
+        raise OMSMessageFormatException(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, f"topic {topic!r} accepts {accepted} messages, not {names}"
+        )
+    return found
+
+
+def send_results(
+    response: service_pb2.SendMessageResponse, wires: Sequence[WireMessage], queue: RouteQueue, pinned: bool
+) -> list[SendResult]:
+    """One ``SendResult`` per message, or the exception of the first status that is not a success."""
+    where = f"SendMessage to {queue.broker_name}"
+    top = int(response.status.code)
+    if top == 0:
+        raise OMSRuntimeException(Code.INTERNAL_ERROR, f"{where}: the response carries no status")
+    if top not in SUCCESS_CODES and top not in STATUS_OF_CODE:
+        raise exception_for(top, f"{where}: {response.status.message}")
+    if len(response.entries) != len(wires):
+        raise OMSRuntimeException(
+            Code.INTERNAL_ERROR, f"{where}: {len(response.entries)} results for {len(wires)} messages"
+        )
+    results = []
+    for entry, wire in zip(response.entries, wires, strict=True):
+        code = int(entry.status.code) if entry.HasField("status") else top
+        status = STATUS_OF_CODE.get(code)
+        if status is None:
+            raise exception_for(code, f"{where}: message {wire.message_id}: {entry.status.message}")
+        queue_id = int(wire.pb.system_properties.queue_id) if pinned else ANY_QUEUE
+        results.append(
+            SendResult(
+                message_id=entry.message_id or wire.message_id,
+                topic=wire.topic,
+                queue=MessageQueue(wire.topic, queue.broker_name, queue_id),
+                queue_offset=int(entry.offset),
+                status=status,
+                transaction_id=entry.transaction_id or None,
+                recall_handle=entry.recall_handle or None,
+            )
+        )
+    return results
+
+
+class Sender:
+    """Queue choice and retries for one producer; loop-only (its round-robin counters are not locked)."""
+
+    def __init__(self, retry_times_when_send_failed: int, send_latency_fault_enable: bool) -> None:
+        self.attempts = 1 + retry_times_when_send_failed
+        self.fault = LatencyFaultTolerance(send_latency_fault_enable)
+        self._counters: dict[str, Iterator[int]] = {}  # round-robin position per topic
+
+    def select(self, topic: str, queues: Sequence[RouteQueue], last_broker: str | None) -> RouteQueue:
+        """Round robin over ``queues``, avoiding the broker that just failed and (if enabled) slow ones."""
+        counter = self._counters.get(topic)
+        if counter is None:
+            counter = self._counters[topic] = itertools.count(random.randrange(1 << 16))
+        start = next(counter)
+        n = len(queues)
+        brokers = {q.broker_name for q in queues}
+        avoid = last_broker if len(brokers) > 1 else None
+        ordered = [queues[(start + i) % n] for i in range(n)]
+        if self.fault.enabled:
+            for q in ordered:
+                if q.broker_name != avoid and self.fault.is_available(q.broker_name):
+                    return q
+            best = self.fault.least_bad(sorted(brokers - {avoid} if avoid else brokers))
+            for q in ordered:
+                if q.broker_name == best:
+                    return q
+        for q in ordered:
+            if q.broker_name != avoid:
+                return q
+        return ordered[0]
+
+    async def send(
+        self,
+        core: ClientCore,
+        wires: Sequence[WireMessage],
+        deadline: float,
+        pinned: RouteQueue | None = None,
+        attempts: int | None = None,
+    ) -> tuple[list[SendResult], RouteQueue]:
+        """Send ``wires`` (one topic) as one request; up to ``attempts`` tries (default: the producer's) while
+        the deadline (``time.monotonic()``) allows. Returns the results and the queue that took them.
+
+        The caller checked that the producer runs and passes its core: shutdown waits for sends already submitted
+        (one-way ones included), so a send that starts after shutdown began still goes out rather than fails.
+        """
+        attempts = self.attempts if attempts is None else attempts
+        topic = wires[0].topic
+        route = await core.routes.get(topic)
+        queues = (pinned,) if pinned is not None else candidates(route, wires)
+        request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
+        last_error: OMSException | None = None
+        last_broker: str | None = None
+        for attempt in range(1, attempts + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            queue = pinned or self.select(topic, queues, last_broker)
+            started = time.monotonic()
+            try:
+                response = await core.rpc.call(queue.endpoint, "SendMessage", request, remaining, check=False)
+                results = send_results(response, wires, queue, pinned is not None)
+            except OMSException as exc:
+                can_retry = retryable(exc)
+                self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=can_retry)
+                last_error, last_broker = exc, queue.broker_name
+                if not can_retry:
+                    raise
+                core.refresh_route_soon(topic)
+                log.info(
+                    "send to %s on %s failed (attempt %d/%d): %s", topic, queue.broker_name, attempt, attempts, exc
+                )
+                continue
+            self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=False)
+            return results, queue
+        if last_error is not None:
+            raise last_error
+        raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"send to topic {topic!r}: the deadline passed before sending")

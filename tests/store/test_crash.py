@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from broker.store.config import FlushDiskType
 from broker.store.message_store import DefaultMessageStore
 from tests.procs import ROOT
@@ -21,6 +23,7 @@ def payload(i: int) -> bytes:
     return hashlib.sha256(str(i).encode()).hexdigest().encode() * (1 + i % 7)
 
 
+@pytest.mark.timeout(120)
 def test_sigkill_rounds_keep_every_acknowledged_append(tmp_path: Path) -> None:
     rng = random.Random(7)
     acked: dict[int, tuple[int, int]] = {}  # message number -> (queue, queue offset)
@@ -33,11 +36,15 @@ def test_sigkill_rounds_keep_every_acknowledged_append(tmp_path: Path) -> None:
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         try:
-            time.sleep(0.6 + rng.random() * 1.2)
+            # The kill lands at a random moment of the appends, however long the child took to start (a loaded
+            # machine can take longer than the whole window just to import).
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            time.sleep(rng.random() * 1.2)
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate(timeout=30)
-        lines = out.decode().splitlines()
+        lines = (first + out).decode().splitlines()
         for line in lines:
             parts = line.split()
             if len(parts) == 3:  # the last line may be torn by the kill

@@ -229,10 +229,7 @@ def backlog_suite(root: Path, backlog: int, read_count: int, index_keys: int) ->
     cold = [read_queue(again, q, 0, read_count // 8) for q in range(2)]
     # crash: stop the threads without a final checkpoint, leave the abort file
     again.put_messages_async(_msgs(1000, 100))
-    again._stop.set()
-    again._index_queue.put(None)
-    for th in again._threads:
-        th.join()
+    again.halt()
     again.commitlog.flush()
     t = time.perf_counter()
     crashed = DefaultMessageStore(store.config, ("127.0.0.1", 8081))

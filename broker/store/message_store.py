@@ -1,6 +1,7 @@
-"""DefaultMessageStore: puts, gets, queries, flush services, recovery and retention over the store files.
+"""DefaultMessageStore: recovery, put orchestration and reads over the store files; it starts the services.
 
-Thread-based: one put lock (the single writer), a flush thread, an index dispatch thread and a clean thread.
+One put lock (the single writer); the CommitLog's flush service (``flush.py``), the IndexDispatchService
+(``index_dispatch.py``), retention (``retention.py``) and the checkpoint each run in threads of their own.
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import queue
 import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,12 @@ from broker.store import codec
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.codec import ScanStatus
 from broker.store.commitlog import CommitLog
-from broker.store.config import CQ_UNIT_SIZE, FlushDiskType, MessageStoreConfig
+from broker.store.config import CQ_UNIT_SIZE, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.consume_queue_ext import ConsumeQueueExt
+from broker.store.flush import GroupCommitService, PutCaller, answer, flush_service
+from broker.store.index_dispatch import IndexDispatchService, index_job
 from broker.store.index_file import IndexService
-from broker.store.mapped_file import MappedFile
 from broker.store.message import INNER_BATCH_FLAG, MessageExt, MessageExtBrokerInner
 from broker.store.results import (
     AppendMessageResult,
@@ -39,7 +40,7 @@ from broker.store.results import (
     PutMessageStatus,
     PutResults,
 )
-from orbitmq import message_const as mc
+from broker.store.retention import CleanCommitLogService, CleanConsumeQueueService, disk_usage_ratio
 from orbitmq.record import OFF_QUEUE_OFFSET, OFF_SYS_FLAG
 
 log = logging.getLogger(__name__)
@@ -57,58 +58,7 @@ class StoreStats:
     last_load_seconds: float = 0.0
 
 
-_AnyFuture = concurrent.futures.Future[Any] | asyncio.Future[Any]
-
-
-@dataclass(slots=True)
-class _Caller:
-    """One caller's share of a put: its future and where its messages sit in the appended batch."""
-
-    future: _AnyFuture
-    start: int
-    end: int
-    single: bool  # the future wants one result, not a list
-
-    def value(self, results: Sequence[PutMessageResult]) -> Any:
-        if self.single:
-            return results[self.start]
-        if self.start == 0 and self.end == len(results):
-            return results
-        return results[self.start : self.end]
-
-
 _PendingPut = tuple[list[MessageExtBrokerInner], Sequence[bytes | None] | None, asyncio.Future[Any], bool]
-
-
-@dataclass(order=True)
-class _FlushWaiter:
-    end_offset: int
-    deadline: float = field(compare=False)
-    callers: list[_Caller] = field(compare=False)
-    results: Sequence[PutMessageResult] = field(compare=False)
-    loop: asyncio.AbstractEventLoop | None = field(default=None, compare=False)  # set for asyncio futures
-    answered: bool = field(default=False, compare=False)
-
-
-def _answer(callers: list[_Caller], results: Sequence[PutMessageResult]) -> None:
-    for c in callers:
-        if not c.future.done():  # an asyncio caller may have been cancelled meanwhile
-            c.future.set_result(c.value(results))
-
-
-def _timed_out(results: Sequence[PutMessageResult]) -> Sequence[PutMessageResult]:
-    """``results`` answered FLUSH_DISK_TIMEOUT: stored, but not known to be durable."""
-    if isinstance(results, PutResults):
-        return results.with_status(PutMessageStatus.FLUSH_DISK_TIMEOUT, "flush timed out")
-    return [
-        PutMessageResult(PutMessageStatus.FLUSH_DISK_TIMEOUT, r.append_result, "flush timed out") if r.ok else r
-        for r in results
-    ]
-
-
-def _answer_all(answers: list[tuple[list[_Caller], Sequence[PutMessageResult]]]) -> None:
-    for callers, results in answers:
-        _answer(callers, results)
 
 
 class DefaultMessageStore:
@@ -123,7 +73,6 @@ class DefaultMessageStore:
         self.config = config
         self.store_host = store_host
         self.clock = clock
-        self.disk_usage = disk_usage or _disk_usage_ratio
         self.commitlog = CommitLog(config)
         self.index = IndexService(config.index_dir, config.maxHashSlotNum, config.maxIndexNum)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -134,26 +83,27 @@ class DefaultMessageStore:
         self._max_record_size = config.mappedFileSizeCommitLog - codec.BLANK.size
         self._listeners: list[ArrivingListener] = []
         self._dispatchers: list[CommitLogDispatcher] = []
-        self._index_queue: queue.SimpleQueue[list[tuple[str, tuple[str, ...], str | None, int, int, int]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._index_end = 0  # end of the last record the index thread finished
         # The last inner batch read, unwrapped: its messages are read one by one (a pop answers per flight).
         self._inner_cache: tuple[int, list[MessageExt]] | None = None
         self._inner_raw_cache: tuple[int, int, list[bytes]] | None = None  # commitlog offset, base, records
-        self._index_enqueued = 0
-        self._index_done = 0
-        self._index_wake = threading.Event()  # a key query cuts the index thread's dispatch delay short
-        self._index_progress = threading.Condition()  # notified as the index thread finishes each put's keys
         self._pending_aio: dict[asyncio.AbstractEventLoop, list[_PendingPut]] = {}  # puts of this loop turn
-        self._waiters: list[_FlushWaiter] = []
-        self._in_flight: list[_FlushWaiter] = []
-        self._finish_lock = threading.Lock()
-        self._flush_cond = threading.Condition()
-        self._flush_closed = False
         self._running = False
         self._threads: list[threading.Thread] = []
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # every service thread's loop ends when it is set
+        self.flush_service = flush_service(self.commitlog, config, self._stop)
+        # The put path hands SYNC_FLUSH puts to the group commit; ASYNC_FLUSH puts are answered once appended.
+        self._group_commit = self.flush_service if isinstance(self.flush_service, GroupCommitService) else None
+        self.index_dispatch = IndexDispatchService(self.index, config)
+        self.clean_consume_queue = CleanConsumeQueueService(self.queues, self.cq_exts, self.index)
+        self.clean_commitlog = CleanCommitLogService(
+            config,
+            self.commitlog,
+            self.clean_consume_queue,
+            self._put_lock,
+            self._stop,
+            clock=lambda: self.clock(),  # late-bound: ``store.clock`` may be replaced after construction
+            disk_usage=disk_usage or disk_usage_ratio,
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> bool:
@@ -174,7 +124,7 @@ class DefaultMessageStore:
             self.commitlog.set_end(checkpoint.commitlog_offset, zero_tail=False)
             for cq in self.queues.values():
                 cq.truncate_from_phys(checkpoint.commitlog_offset)
-            self._index_end = checkpoint.commitlog_offset
+            self.index_dispatch.reset(checkpoint.commitlog_offset)
             self.stats.recovered_records = 0
         for cq in self.queues.values():  # retention may have removed what the first entries point at
             cq.delete_expired(self.commitlog.min_offset)
@@ -224,26 +174,23 @@ class DefaultMessageStore:
         self.commitlog.set_end(end)
         for cq in self.queues.values():
             cq.truncate_from_phys(end)
-        self._index_end = end
+        self.index_dispatch.reset(end)
         self.stats.recovered_records = scanned
 
     def start(self) -> None:
         self.config.abort_path.touch()
         self.commitlog.files.prepare_first()
         self._running = True
-        self._flush_closed = False
+        self.flush_service.open()
         self._stop.clear()
-        specs: list[tuple[str, Callable[[], None]]] = [
-            ("FlushCommitLogService", self._flush_loop),
-            ("FlushConsumeQueueService", self._checkpoint_loop),
-            ("CleanCommitLogService", self._clean_loop),
+        threads = [
+            *self.flush_service.threads(),
+            threading.Thread(target=self._checkpoint_loop, name="FlushConsumeQueueService", daemon=True),
+            *self.clean_commitlog.threads(),
         ]
         if self.config.messageIndexEnable:
-            specs.append(("IndexDispatchService", self._index_loop))
-        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
-            specs.append(("FlushTimeoutService", self._flush_timeout_loop))
-        for name, target in specs:
-            t = threading.Thread(target=target, name=name, daemon=True)
+            threads.extend(self.index_dispatch.threads())
+        for t in threads:
             t.start()
             self._threads.append(t)
 
@@ -255,22 +202,12 @@ class DefaultMessageStore:
                 cq.shutdown()
             return
         self._running = False
-        self._stop.set()
-        self._index_queue.put(None)
-        with self._flush_cond:
-            self._flush_cond.notify_all()
-        for t in self._threads:
-            t.join(timeout=30)
+        self._stop_threads()
         self._threads = []
         with self._put_lock:
-            self._drain_index_queue()  # jobs of puts that raced with the stop
+            self.index_dispatch.drain()  # jobs of puts that raced with the stop
             self._checkpoint(final=True)
-            with self._flush_cond:
-                # Writers that appended before this lock but queued their wait after the flush thread left:
-                # the final checkpoint flushed their records.
-                self._flush_closed = True
-                late, self._waiters = self._waiters, []
-            self._finish([(w, w.results) for w in late])
+            self.flush_service.close()  # the final checkpoint flushed what late writers appended
             self.commitlog.shutdown()
             self.index.shutdown()
             for cq in self.queues.values():
@@ -278,6 +215,18 @@ class DefaultMessageStore:
             for ext in self.cq_exts.values():
                 ext.shutdown()
         self.config.abort_path.unlink(missing_ok=True)
+
+    def halt(self) -> None:
+        """Stop the service threads as a crash would: no final checkpoint, the ``abort`` file stays, the files stay
+        open; the next ``load`` recovers. For crash tests and the recovery benchmark."""
+        self._stop_threads()
+
+    def _stop_threads(self) -> None:
+        self._stop.set()
+        self.index_dispatch.stop()
+        self.flush_service.wake()
+        for t in self._threads:
+            t.join(timeout=30)
 
     # ------------------------------------------------------------------ put
     def add_arriving_listener(self, listener: ArrivingListener) -> None:
@@ -302,7 +251,7 @@ class DefaultMessageStore:
 
     def put_message_async(self, msg: MessageExtBrokerInner) -> concurrent.futures.Future[PutMessageResult]:
         future: concurrent.futures.Future[PutMessageResult] = concurrent.futures.Future()
-        self._put([msg], [_Caller(future, 0, 1, True)])
+        self._put([msg], [PutCaller(future, 0, 1, True)])
         return future
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> Sequence[PutMessageResult]:
@@ -313,7 +262,7 @@ class DefaultMessageStore:
     ) -> concurrent.futures.Future[Sequence[PutMessageResult]]:
         """Append ``msgs`` under one lock; the future resolves once they are durable per ``flushDiskType``."""
         future: concurrent.futures.Future[Sequence[PutMessageResult]] = concurrent.futures.Future()
-        self._put(msgs, [_Caller(future, 0, len(msgs), False)])
+        self._put(msgs, [PutCaller(future, 0, len(msgs), False)])
         return future
 
     def put_message_aio(self, msg: MessageExtBrokerInner) -> asyncio.Future[PutMessageResult]:
@@ -359,10 +308,10 @@ class DefaultMessageStore:
     def _put_pending(self, pending: list[_PendingPut], loop: asyncio.AbstractEventLoop) -> None:
         if len(pending) == 1:
             msgs, raws, future, single = pending[0]
-            self._put(msgs, [_Caller(future, 0, len(msgs), single)], loop, raws)
+            self._put(msgs, [PutCaller(future, 0, len(msgs), single)], loop, raws)
             return
         batch: list[MessageExtBrokerInner] = []
-        callers: list[_Caller] = []
+        callers: list[PutCaller] = []
         with_raws = any(raws is not None for _, raws, _, _ in pending)
         all_raws: list[bytes | None] = []
         for msgs, raws, future, single in pending:
@@ -370,13 +319,13 @@ class DefaultMessageStore:
             batch.extend(msgs)
             if with_raws:
                 all_raws.extend(raws if raws is not None else [None] * len(msgs))
-            callers.append(_Caller(future, start, len(batch), single))
+            callers.append(PutCaller(future, start, len(batch), single))
         self._put(batch, callers, loop, all_raws if with_raws else None)
 
     def _put(
         self,
         msgs: list[MessageExtBrokerInner],
-        callers: list[_Caller],
+        callers: list[PutCaller],
         loop: asyncio.AbstractEventLoop | None = None,
         encoded_properties: Sequence[bytes | None] | None = None,
     ) -> None:
@@ -384,17 +333,14 @@ class DefaultMessageStore:
 
         Asyncio callers (``loop`` given) are answered here only from the loop's own thread."""
         if not self._running:
-            _answer(callers, self._not_running(len(msgs)))
+            answer(callers, self._not_running(len(msgs)))
             return
         host = self.store_host  # the record carries the host that stored it, as the message id does
-        index_jobs: list[tuple[str, tuple[str, ...], str | None, int, int, int]] = []
         index_enabled = self.config.messageIndexEnable
         queues = self.queues
-        keys_prop = mc.PROPERTY_KEYS
-        uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         with self._put_lock:
             if not self._running:  # shutdown() won the lock: the files are closed
-                _answer(callers, self._not_running(len(msgs)))
+                answer(callers, self._not_running(len(msgs)))
                 return
             now = int(self.clock() * 1000)
             batch = codec.AppendBatch(
@@ -413,18 +359,9 @@ class DefaultMessageStore:
             self.stats.put_messages += sum(len(entries) for _, entries in batch.cq.values())
             self.stats.put_bytes += batch.written_bytes
             if index_enabled and batch.keyed:
-                # Built under the lock so the index sees appends in order.
-                sizes = batch.sizes
-                for i in batch.keyed:
-                    msg = msgs[i]
-                    props = msg.properties
-                    keys = tuple(msg.keys) if keys_prop in props else ()
-                    uniq = props.get(uniq_prop)
-                    if keys or uniq:
-                        index_jobs.append((msg.topic, keys, uniq, written[i], sizes[i], now))
-                if index_jobs:
-                    self._index_enqueued += 1
-                    self._index_queue.put(index_jobs)
+                job = index_job(batch, now)  # built under the lock so the index sees appends in order
+                if job is not None:
+                    self.index_dispatch.submit(job)
         results = self._results(batch, host, now, error)
         arrived = {key: first + len(entries) for key, (first, entries) in batch.cq.items() if entries}
         if self._dispatchers and n_written:
@@ -435,18 +372,11 @@ class DefaultMessageStore:
         for (topic, qid), max_offset in arrived.items():
             for listener in self._listeners:
                 listener(topic, qid, max_offset)
-        if not n_written or self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH:
-            _answer(callers, results)
+        group_commit = self._group_commit
+        if not n_written or group_commit is None:
+            answer(callers, results)
             return
-        deadline = time.monotonic() + self.config.syncFlushTimeout / 1000
-        waiter = _FlushWaiter(end_offset, deadline, callers, results, loop)
-        with self._flush_cond:
-            closed = self._flush_closed
-            if not closed:
-                self._waiters.append(waiter)
-                self._flush_cond.notify()
-        if closed:  # shutdown's final flush already covered this append
-            self._finish([(waiter, results)])
+        group_commit.submit(end_offset, callers, results, loop)
 
     @staticmethod
     def _not_running(count: int) -> list[PutMessageResult]:
@@ -476,127 +406,7 @@ class DefaultMessageStore:
         results.extend([lost] * (len(batch.msgs) - len(results)))
         return results
 
-    # ------------------------------------------------------------------ flush services
-    def _flush_loop(self) -> None:
-        """Group commit (SYNC_FLUSH) or periodic flush (ASYNC_FLUSH) of the commitlog."""
-        sync = self.config.flushDiskType is FlushDiskType.SYNC_FLUSH
-        interval = 0.01 if sync else self.config.flushIntervalCommitLog / 1000
-        while not self._stop.is_set():
-            with self._flush_cond:
-                if not self._waiters:
-                    self._flush_cond.wait(timeout=interval)
-                waiters, self._waiters = self._waiters, []
-                self._in_flight = waiters
-            try:
-                flushed = self.commitlog.flush()
-            except OSError as exc:
-                log.error("commitlog flush failed", extra={"error": str(exc)})
-                flushed = -1
-            self._complete_waiters(waiters, flushed)
-        with self._flush_cond:
-            waiters, self._waiters = self._waiters, []
-        self._complete_waiters(waiters, self.commitlog.flush())
-
-    def _complete_waiters(self, waiters: list[_FlushWaiter], flushed: int) -> None:
-        pending: list[_FlushWaiter] = []
-        done: list[tuple[_FlushWaiter, Sequence[PutMessageResult]]] = []
-        for w in waiters:
-            if w.answered:
-                continue  # already answered FLUSH_DISK_TIMEOUT by the timeout watcher
-            if w.end_offset <= flushed:
-                done.append((w, w.results))
-            else:
-                pending.append(w)
-        self._finish(done)
-        with self._flush_cond:
-            self._in_flight = []
-            self._waiters.extend(pending)
-
-    def _finish(self, items: list[tuple[_FlushWaiter, Sequence[PutMessageResult]]]) -> None:
-        """Answer waiters once each; asyncio futures are resolved by one callback per loop."""
-        with self._finish_lock:  # the flush thread and the timeout watcher may race for one waiter
-            todo = [(w, r) for w, r in items if not w.answered]
-            for w, _ in todo:
-                w.answered = True
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[list[_Caller], Sequence[PutMessageResult]]]] = {}
-        for w, results in todo:
-            if w.loop is None:
-                _answer(w.callers, results)
-            else:
-                by_loop.setdefault(w.loop, []).append((w.callers, results))
-        for loop, answers in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_answer_all, answers)
-            except RuntimeError:
-                log.warning("event loop closed before its puts were answered", extra={"count": len(answers)})
-
-    def _flush_timeout_loop(self) -> None:
-        """Answer FLUSH_DISK_TIMEOUT to writers waiting longer than ``syncFlushTimeout``, even mid-flush."""
-        while not self._stop.wait(0.01):
-            now = time.monotonic()
-            with self._flush_cond:
-                candidates = [w for w in (*self._waiters, *self._in_flight) if now >= w.deadline and not w.answered]
-            timed_out = [(w, _timed_out(w.results)) for w in candidates]
-            if timed_out:
-                self._finish(timed_out)
-
-    def _index_loop(self) -> None:
-        # A put wakes this thread at the moment its own answers (the woken long polls, the producer's reply) need
-        # the GIL, and hashing 50 keys holds it ~0.1 ms. Waiting a little first keeps that off the latency path,
-        # and what arrived meanwhile is indexed in one go.
-        delay = self.config.indexDispatchDelayMs / 1000
-        while True:
-            item = self._index_queue.get()
-            if delay > 0 and item is not None:
-                self._index_wake.wait(delay)
-                self._index_wake.clear()
-            while item is not None:  # this put's keys, then whatever queued meanwhile, up to a stop
-                self._build_index(item)
-                try:
-                    item = self._index_queue.get_nowait()
-                except queue.Empty:
-                    break
-            else:
-                return
-
-    def _build_index(self, item: list[tuple[str, tuple[str, ...], str | None, int, int, int]]) -> None:
-        keyed: list[tuple[str, str, int, int]] = []
-        add = keyed.append
-        for topic, keys, uniq, phys, _, ts in item:
-            if uniq:
-                add((topic, uniq, phys, ts))
-            for key in keys:
-                add((topic, key, phys, ts))
-        try:
-            self.index.build_many(keyed)
-        except OSError as exc:
-            log.error("index build failed", extra={"error": str(exc)})
-        if item:
-            _, _, _, phys, size, _ = item[-1]
-            self._index_end = phys + size
-        with self._index_progress:
-            self._index_done += 1
-            self._index_progress.notify_all()
-
-    def _await_index(self) -> None:
-        """Read-your-writes for key queries: the keys of every put made before the query are indexed first,
-        waiting at most ``indexQueryWaitMs`` (the index thread skips its dispatch delay)."""
-        target = self._index_enqueued
-        if self._index_done >= target or not self._running:
-            return
-        self._index_wake.set()
-        with self._index_progress:
-            self._index_progress.wait_for(lambda: self._index_done >= target, self.config.indexQueryWaitMs / 1000)
-
-    def _drain_index_queue(self) -> None:
-        while True:
-            try:
-                item = self._index_queue.get_nowait()
-            except queue.Empty:
-                return
-            if item is not None:
-                self._build_index(item)
-
+    # ------------------------------------------------------------------ checkpoint (FlushConsumeQueueService)
     def _checkpoint_loop(self) -> None:
         interval = self.config.flushIntervalConsumeQueue / 1000
         while not self._stop.wait(interval):
@@ -609,11 +419,9 @@ class DefaultMessageStore:
         """Flush commitlog, consume queues and index, then record the offsets below which all three are durable."""
         with self._put_lock if not final else contextlib.nullcontext():
             dispatched = self.commitlog.max_offset
-            enqueued = self._index_enqueued
+            enqueued = self.index_dispatch.enqueued
             queues = list(self.queues.values())
-        # Records without keys never reach the index thread; once it has drained what was queued before the
-        # snapshot, everything up to ``dispatched`` is indexed.
-        index_end = dispatched if self._index_done >= enqueued else min(self._index_end, dispatched)
+        index_end = self.index_dispatch.indexed_until(dispatched, enqueued)
         flushed = self.commitlog.flush()
         for cq in queues:
             cq.flush()
@@ -628,42 +436,9 @@ class DefaultMessageStore:
         ).save(self.config.checkpoint_path)
 
     # ------------------------------------------------------------------ retention
-    def _clean_loop(self) -> None:
-        while not self._stop.wait(self.config.cleanResourceInterval / 1000):
-            try:
-                self.delete_expired_files()
-            except OSError as exc:
-                log.error("retention failed", extra={"error": str(exc)})
-
     def delete_expired_files(self, force: bool = False) -> int:
-        """Delete commitlog segments older than ``fileReservedTime`` at ``deleteWhen`` (or when the disk is
-        fuller than ``diskMaxUsedSpaceRatio``, or ``force``); never the segment being written. Returns the count."""
-        now = self.clock()
-        hour = time.localtime(now).tm_hour
-        disk_full = self.disk_usage(self.config.commitlog_dir) * 100 >= self.config.diskMaxUsedSpaceRatio
-        if not (force or disk_full or hour in self.config.delete_hours()):
-            return 0
-        reserved = self.config.fileReservedTime * 3600
-
-        budget = [1 if disk_full and not force else 1 << 30]  # a full disk frees one segment per round
-
-        def expired(mf: MappedFile) -> bool:
-            if budget[0] <= 0 or not (disk_full or mf.mtime() + reserved <= now):
-                return False
-            budget[0] -= 1
-            return True
-
-        with self._put_lock:
-            deleted = self.commitlog.files.delete_first(expired, keep_last=True)
-            if deleted:
-                min_offset = self.commitlog.min_offset
-                for cq in self.queues.values():
-                    cq.delete_expired(min_offset)
-                for key, ext in self.cq_exts.items():
-                    ext.delete_before(self.get_min_offset_in_queue(*key))
-                self.index.delete_expired(min_offset)
-                log.info("retention deleted segments", extra={"count": len(deleted), "min_offset": min_offset})
-        return len(deleted)
+        """Run retention now (see ``CleanCommitLogService.delete_expired_files``); returns the segments deleted."""
+        return self.clean_commitlog.delete_expired_files(force)
 
     # ------------------------------------------------------------------ reads
     def get_message(
@@ -966,7 +741,8 @@ class DefaultMessageStore:
         return lo
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[MessageExt]:
-        self._await_index()
+        if self._running:
+            self.index_dispatch.await_jobs()
         found: list[MessageExt] = []
         seen: set[int] = set()
         for phys in self.index.query(topic, key, max_num * 2, begin_ts, end_ts):
@@ -1003,9 +779,9 @@ class DefaultMessageStore:
         return self.commitlog.min_offset
 
     def dispatch_behind_bytes(self) -> int:
-        if not self.config.messageIndexEnable or self._index_done >= self._index_enqueued:
+        if not self.config.messageIndexEnable:
             return 0
-        return max(0, self.commitlog.max_offset - self._index_end)
+        return self.index_dispatch.behind_bytes(self.commitlog.max_offset)
 
 
 _FLAG_BYTE = OFF_SYS_FLAG + 3  # the low byte of the big-endian sys flag
@@ -1014,9 +790,3 @@ assert INNER_BATCH_FLAG == 0x80  # read_records tests the flag as "low byte >= 0
 
 def _queue_offset(record: bytes) -> int:
     return int.from_bytes(record[OFF_QUEUE_OFFSET : OFF_QUEUE_OFFSET + 8], "big")
-
-
-def _disk_usage_ratio(path: Path) -> float:
-    path.mkdir(parents=True, exist_ok=True)
-    usage = shutil.disk_usage(path)
-    return usage.used / usage.total if usage.total else 0.0

@@ -26,6 +26,7 @@ def payload(i: int) -> bytes:
     return hashlib.sha256(str(i).encode()).hexdigest().encode() * (1 + i % 7)
 
 
+@pytest.mark.timeout(120)
 def test_sigkill_rounds_keep_every_acknowledged_append(tmp_path: Path) -> None:
     rng = random.Random(7)
     acked: dict[int, tuple[int, int]] = {}  # message number -> (queue, queue offset)

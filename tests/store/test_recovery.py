@@ -42,10 +42,7 @@ def read_all(store: DefaultMessageStore) -> list[bytes]:
 
 def crash(store: DefaultMessageStore) -> None:
     """Stop the threads without a clean shutdown: abort file stays, no final checkpoint."""
-    store._stop.set()
-    store._index_queue.put(None)
-    for t in store._threads:
-        t.join(timeout=10)
+    store.halt()
 
 
 def test_clean_restart_does_not_rescan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from broker.store.config import FlushDiskType
+from broker.store.index_dispatch import IndexJob
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
 from broker.store.message_store import DefaultMessageStore
 from broker.store.results import (
@@ -186,6 +187,36 @@ def test_index_dispatch_waits_but_a_key_query_reads_its_writes(store_factory: St
         assert found == {f"UNIQ{i}" for i in range(30)}
     finally:
         reopened.shutdown()
+
+
+def test_one_index_job_per_put_names_its_keyed_messages(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_factory()
+    jobs: list[IndexJob] = []
+    submit = store.index_dispatch.submit
+
+    def spy(job: IndexJob) -> None:
+        jobs.append(job)
+        submit(job)
+
+    monkeypatch.setattr(store.index_dispatch, "submit", spy)
+    unkeyed = MessageExtBrokerInner("Q", b"no key", 0, {"TAGS": "a"})
+    batch = [msg(0, topic="Q"), unkeyed, MessageExtBrokerInner("Q", b"uniq only", 1, {"UNIQ_KEY": "U2"}), unkeyed]
+    results = store.put_messages(batch)
+    assert store.put_messages([unkeyed, unkeyed])[1].ok
+    assert len(jobs) == 1  # a put without keys queues nothing
+    (job,) = jobs
+    first, third = results[0].append_result, results[2].append_result
+    assert first is not None and third is not None
+    assert job.entries == [
+        ("Q", ("k0", "common"), None, first.wrote_offset),
+        ("Q", (), "U2", third.wrote_offset),
+    ]
+    assert job.store_timestamp == third.store_timestamp
+    assert job.end_offset == third.wrote_offset + third.wrote_bytes  # the last keyed record, not the put's last
+    wait_until(lambda: store.dispatch_behind_bytes() == 0, 10, what="index dispatch")
+    assert [m.body for m in store.query_message("Q", "U2", 10, 0, job.store_timestamp + 1)] == [b"uniq only"]
 
 
 def test_sync_flush_concurrent_writers_share_flushes(store_factory: StoreFactory) -> None:

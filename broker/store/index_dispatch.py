@@ -1,0 +1,153 @@
+"""The IndexDispatchService: a thread that puts the keys and unique keys of appended messages into the IndexFile.
+
+A put hands over one ``IndexJob`` under the put lock (so the index sees appends in order) and never waits for it;
+key queries wait for the jobs of earlier puts (read-your-writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import NamedTuple
+
+from broker.store.codec import AppendBatch
+from broker.store.config import MessageStoreConfig
+from broker.store.index_file import IndexService
+from orbitmq import message_const as mc
+
+log = logging.getLogger(__name__)
+
+IndexEntry = tuple[str, tuple[str, ...], str | None, int]
+"""One keyed message: topic, its ``KEYS``, its unique key, its CommitLog offset (a plain tuple: one per message,
+built under the put lock)."""
+
+
+class IndexJob(NamedTuple):
+    """The keyed messages of one put, in append order."""
+
+    entries: list[IndexEntry]
+    store_timestamp: int  # ms, the same for every message of the put
+    end_offset: int  # the end of the last keyed record: the index covers up to here once the job is built
+
+
+def index_job(batch: AppendBatch, store_timestamp: int) -> IndexJob | None:
+    """The job for the keyed messages ``batch`` wrote, None when none carries a key (call under the put lock)."""
+    if not batch.keyed:
+        return None
+    msgs, written = batch.msgs, batch.written
+    keys_prop = mc.PROPERTY_KEYS
+    uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    entries: list[IndexEntry] = []
+    last = -1
+    for i in batch.keyed:
+        msg = msgs[i]
+        props = msg.properties
+        keys = tuple(msg.keys) if keys_prop in props else ()
+        uniq = props.get(uniq_prop)
+        if keys or uniq:
+            entries.append((msg.topic, keys, uniq, written[i]))
+            last = i
+    if not entries:
+        return None
+    return IndexJob(entries, store_timestamp, written[last] + batch.sizes[last])
+
+
+class IndexDispatchService:
+    """Builds the index from the jobs puts submit, a little after each put (``indexDispatchDelayMs``)."""
+
+    def __init__(self, index: IndexService, config: MessageStoreConfig) -> None:
+        self._index = index
+        self._config = config
+        self._queue: queue.SimpleQueue[IndexJob | None] = queue.SimpleQueue()
+        self.end_offset = 0  # end of the last record the thread finished
+        self.enqueued = 0  # jobs submitted (written under the put lock)
+        self.done = 0  # jobs built
+        self._wake = threading.Event()  # a key query cuts the dispatch delay short
+        self._progress = threading.Condition()  # notified as each job is built
+
+    def threads(self) -> list[threading.Thread]:
+        return [threading.Thread(target=self._run, name="IndexDispatchService", daemon=True)]
+
+    def reset(self, end_offset: int) -> None:
+        """After recovery: everything before ``end_offset`` is indexed."""
+        self.end_offset = end_offset
+
+    def submit(self, job: IndexJob) -> None:
+        """Queue ``job`` (under the put lock, so jobs queue in append order)."""
+        self.enqueued += 1
+        self._queue.put(job)
+
+    def stop(self) -> None:
+        """End the thread once it has built what is queued."""
+        self._queue.put(None)
+
+    def drain(self) -> None:
+        """Build what is still queued (at shutdown: jobs of puts that raced with the stop)."""
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                self._build(job)
+
+    def indexed_until(self, dispatched: int, enqueued: int) -> int:
+        """Where the index is complete, given the CommitLog end ``dispatched`` and the jobs ``enqueued`` until then.
+
+        Records without keys never reach the thread; once it has built what was queued before the snapshot,
+        everything up to ``dispatched`` is indexed."""
+        return dispatched if self.done >= enqueued else min(self.end_offset, dispatched)
+
+    def behind_bytes(self, max_offset: int) -> int:
+        """How far the index is behind the CommitLog end ``max_offset`` (0 when nothing is queued)."""
+        if self.done >= self.enqueued:
+            return 0
+        return max(0, max_offset - self.end_offset)
+
+    def await_jobs(self) -> None:
+        """Read-your-writes for key queries: the keys of every put made before the query are indexed first,
+        waiting at most ``indexQueryWaitMs`` (the thread skips its dispatch delay)."""
+        target = self.enqueued
+        if self.done >= target:
+            return
+        self._wake.set()
+        with self._progress:
+            self._progress.wait_for(lambda: self.done >= target, self._config.indexQueryWaitMs / 1000)
+
+    def _run(self) -> None:
+        # A put wakes this thread at the moment its own answers (the woken long polls, the producer's reply) need
+        # the GIL, and hashing 50 keys holds it ~0.1 ms. Waiting a little first keeps that off the latency path,
+        # and what arrived meanwhile is indexed in one go.
+        delay = self._config.indexDispatchDelayMs / 1000
+        while True:
+            job = self._queue.get()
+            if delay > 0 and job is not None:
+                self._wake.wait(delay)
+                self._wake.clear()
+            while job is not None:  # this put's keys, then whatever queued meanwhile, up to a stop
+                self._build(job)
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            else:
+                return
+
+    def _build(self, job: IndexJob) -> None:
+        ts = job.store_timestamp
+        keyed: list[tuple[str, str, int, int]] = []
+        add = keyed.append
+        for topic, keys, uniq, phys in job.entries:
+            if uniq:
+                add((topic, uniq, phys, ts))
+            for key in keys:
+                add((topic, key, phys, ts))
+        try:
+            self._index.build_many(keyed)
+        except OSError as exc:
+            log.error("index build failed", extra={"error": str(exc)})
+        self.end_offset = job.end_offset
+        with self._progress:
+            self.done += 1
+            self._progress.notify_all()

@@ -2,12 +2,11 @@
 
 ``write`` turns loguru's record into the appender's JSON document on the calling thread (loguru's writer thread
 with ``enqueue=True``) and queues it; it never calls loguru (loguru is not re-entrant). There is deliberately no
-``flush`` method: loguru would call it after every message. ``stop`` (``logger.remove``) closes with a deadline.
+``flush`` method: loguru would call it after every message. ``stop`` (``logger.remove``) closes with a deadline, ``drain`` waits for delivery.
 """
 
 from __future__ import annotations
 
-import asyncio
 import traceback
 from typing import Any
 
@@ -66,10 +65,6 @@ class RocketMQSink:
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until what was written so far is sent or spooled (``flush`` would be called per message)."""
         return self.shipper.flush(timeout)
-
-    async def complete(self) -> None:
-        """Awaited by ``await logger.complete()``: the flush runs in a worker thread, never on the loop."""
-        await asyncio.to_thread(self.shipper.flush)
 
     def stop(self) -> None:
         self.shipper.close()

@@ -263,9 +263,12 @@ class LogShipper:
         return True
 
     def _linger(self) -> None:
-        """Give a first record ``linger`` seconds for company, unless a flush, a stop or a full batch says go."""
-        deadline = time.monotonic() + self.config.linger
-        limit = self.config.batch_max_records
+        """Give a first record ``linger`` seconds for company."""
+        self._gather(time.monotonic() + self.config.linger)
+
+    def _gather(self, deadline: float) -> None:
+        """Wait until ``deadline`` for records to collect, unless a flush, a stop or a full batch says go."""
+        limit = min(self.config.batch_max_records, max(1, self._max // 2))
         while len(self._queue) < limit and not self._stopping and not self._flushing:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -273,7 +276,7 @@ class LogShipper:
             self._wake.clear()
             if len(self._queue) >= limit:
                 return
-            self._wake.wait(remaining)
+            self._wake.wait(min(remaining, 0.05))  # offers wake only for a first or a full-batch record
 
     def _take(self) -> _Batch | None:
         """Up to ``batch_max_records`` queued items, serialized and packed."""
@@ -392,8 +395,7 @@ class LogShipper:
             with self._lock:
                 self._dropped_spool += expired
         if self._retry_at > time.monotonic():
-            self._wake.clear()
-            self._wake.wait(min(self._retry_at - time.monotonic(), IDLE_WAIT_S))
+            self._gather(min(self._retry_at, time.monotonic() + IDLE_WAIT_S))  # fewer, bigger spool files
             return
         try:
             claimed = spool.claim_oldest()

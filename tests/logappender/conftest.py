@@ -53,19 +53,30 @@ def read_topic(addr: str, topic: str, expect: int, timeout: float = 20.0) -> lis
         ap.create_pull_consumer(consumer_id="logappender-test-reader", operation_timeout=5000) as consumer,
     ):
         while True:
-            stored: list[Stored] = []
-            for queue in sorted(consumer.queues(topic), key=lambda q: (q.broker_name, q.queue_id)):
-                offset = 0
-                while True:
-                    result = consumer.pull(queue, offset, 256)
-                    if not result.messages:
-                        break
-                    for m in result.messages:
-                        stored.append(Stored(m, list(iter_records(m.get_body(), m.user_headers().get("records")))))
-                    offset = result.next_offset
+            try:
+                stored = _read_all(consumer, topic)
+            except oms.OMSConnectionException:  # a restarted broker: gRPC reconnects within seconds
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
             if sum(len(s.records) for s in stored) >= expect or time.monotonic() > deadline:
                 return stored
             time.sleep(0.1)
+
+
+def _read_all(consumer: oms.PullConsumer, topic: str) -> list[Stored]:
+    stored: list[Stored] = []
+    for queue in sorted(consumer.queues(topic), key=lambda q: (q.broker_name, q.queue_id)):
+        offset = 0
+        while True:
+            result = consumer.pull(queue, offset, 256)
+            if not result.messages:
+                break
+            for m in result.messages:
+                stored.append(Stored(m, list(iter_records(m.get_body(), m.user_headers().get("records")))))
+            offset = result.next_offset
+    return stored
 
 
 def records_of(stored: list[Stored]) -> list[dict[str, Any]]:

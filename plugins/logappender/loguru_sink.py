@@ -2,7 +2,8 @@
 
 ``write`` turns loguru's record into the appender's JSON document on the calling thread (loguru's writer thread
 with ``enqueue=True``) and queues it; it never calls loguru (loguru is not re-entrant). There is deliberately no
-``flush`` method: loguru would call it after every message. ``stop`` (``logger.remove``) closes with a deadline, ``drain`` waits for delivery.
+``flush`` method: loguru would call it after every message. ``stop`` (``logger.remove``) closes with a deadline;
+``drain`` waits for delivery.
 """
 
 from __future__ import annotations

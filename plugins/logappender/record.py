@@ -161,9 +161,10 @@ class RecordEncoder:
             doc["exception"] = record.exc_text
         if record.stack_info:
             doc["stack"] = record.stack_info
-        for name, value in attrs.items():
-            if name not in STD_ATTRIBUTES:
-                doc[name] = value
+        if attrs.keys() - STD_ATTRIBUTES:  # one C-level set difference; usually empty
+            for name, value in attrs.items():
+                if name not in STD_ATTRIBUTES:
+                    doc[name] = value
         return Entry(tag, record.name, keys, encode_json(doc).encode("utf-8"), seq)
 
     def document(self, doc: dict[str, Any], level: str, logger: str, seq: int, keys: tuple[str, ...]) -> Entry:

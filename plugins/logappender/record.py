@@ -6,6 +6,7 @@ one level and one logger as JSON lines, so tag and properties stay exact for eve
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -26,10 +27,26 @@ PROP_RECORDS = "records"  # how many records the body holds (JSON lines)
 PROP_SEQ = "seq"  # the process-local sequence number of the first record: order and duplicates downstream
 
 STD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+# fields of the default body: an ``extra`` of the same name is left out rather than written twice
+BODY_FIELDS = frozenset({"timestamp", "level", "logger", "message", "thread", "process", "module", "func", "line"}) | {
+    "seq",
+    "exception",
+    "stack",
+}
 MAX_KEY_BYTES = 128
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 encode_json = _ENCODER.encode
+_quote = json.encoder.encode_basestring  # the C string escaper json itself uses
+
+
+def _value(v: object) -> str:
+    t = type(v)
+    if t is str:
+        return _quote(v)
+    if t is int:
+        return str(v)
+    return encode_json(v)
 
 
 @dataclass(slots=True)
@@ -93,6 +110,7 @@ class UtcStamp:
         return f"{self._prefix}.{int((created - second) * 1000):03d}Z"
 
 
+@functools.lru_cache(maxsize=256)
 def clean_tag(tag: str) -> str:
     """A level name as a valid tag ('|' separates tags in expressions; blanks are refused)."""
     tag = tag.replace("|", "_").strip()
@@ -134,38 +152,54 @@ class RecordEncoder:
             static["service"] = config.service
         static.update(config.static_fields)
         self.static = static
+        self.static_json = "".join(f",{_quote(k)}:{_value(v)}" for k, v in static.items())
+        self._skip = STD_ATTRIBUTES | BODY_FIELDS | static.keys()
 
     def stdlib(self, record: logging.LogRecord, formatted: str | None, seq: int) -> Entry:
         """``formatted`` is the body a user formatter produced on the logging thread, else the default JSON."""
         cfg = self.config
         attrs = record.__dict__
         msg = record.msg
-        keys = keys_of(cfg.key_fields, attrs, msg) if isinstance(msg, Mapping) else keys_of(cfg.key_fields, attrs)
+        # structlog's ProcessorFormatter carries the event dict as the message: its ids are keys too
+        keys = keys_of(cfg.key_fields, attrs, msg) if type(msg) is dict else keys_of(cfg.key_fields, attrs)
         tag = cfg.tag or clean_tag(record.levelname)
         if formatted is not None:
             return Entry(tag, record.name, keys, formatted.encode("utf-8"), seq)
-        doc: dict[str, Any] = {
-            "timestamp": self.stamp(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": attrs.get("message", msg),
-            "thread": record.threadName,
-            "process": record.process,
-            "module": record.module,
-            "func": record.funcName,
-            "line": record.lineno,
-            "seq": seq,
-        }
-        doc.update(self.static)
+        # The body is assembled from escaped pieces rather than a dict through json: the sender's CPU per record
+        # is what the application pays for shipping (the GIL is shared), and this halves it.
+        parts = [
+            '{"timestamp":"',
+            self.stamp(record.created),
+            '","level":',
+            _value(record.levelname),
+            ',"logger":',
+            _value(record.name),
+            ',"message":',
+            _value(attrs.get("message", msg)),
+            ',"thread":',
+            _value(record.threadName),
+            ',"process":',
+            _value(record.process),
+            ',"module":',
+            _value(record.module),
+            ',"func":',
+            _value(record.funcName),
+            ',"line":',
+            _value(record.lineno),
+            ',"seq":',
+            str(seq),
+            self.static_json,
+        ]
         if record.exc_text:
-            doc["exception"] = record.exc_text
+            parts += [',"exception":', _value(record.exc_text)]
         if record.stack_info:
-            doc["stack"] = record.stack_info
+            parts += [',"stack":', _value(record.stack_info)]
         if attrs.keys() - STD_ATTRIBUTES:  # one C-level set difference; usually empty
             for name, value in attrs.items():
-                if name not in STD_ATTRIBUTES:
-                    doc[name] = value
-        return Entry(tag, record.name, keys, encode_json(doc).encode("utf-8"), seq)
+                if name not in self._skip:
+                    parts += [",", _quote(name), ":", _value(value)]
+        parts.append("}")
+        return Entry(tag, record.name, keys, "".join(parts).encode("utf-8"), seq)
 
     def document(self, doc: dict[str, Any], level: str, logger: str, seq: int, keys: tuple[str, ...]) -> Entry:
         """A body built by an adapter (loguru, structlog): static fields and ``seq`` added, then JSON."""

@@ -43,7 +43,7 @@ _quote = json.encoder.encode_basestring  # the C string escaper json itself uses
 def _value(v: object) -> str:
     t = type(v)
     if t is str:
-        return _quote(v)
+        return _quote(v)  # type: ignore[arg-type]
     if t is int:
         return str(v)
     return encode_json(v)

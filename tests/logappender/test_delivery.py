@@ -175,3 +175,32 @@ def test_structlog_through_processor_formatter_and_as_logger_factory(
     msg, rec = by_event["event dict"]
     assert msg.tags == "INFO" and msg.keys == ["sl-3"] and rec["n"] == 2 and rec["logger"] == "native.dict"
     assert "timestamp" in rec and rec["seq"] >= 1
+
+
+@pytest.mark.timeout(60)
+def test_behind_a_queue_handler_and_listener(shared_broker: BrokerHandle, app_logger: logging.Logger) -> None:
+    import logging.handlers
+    import queue
+
+    topic = _topic("QueuedLogs")
+    handler = RocketMQHandler(topic, namesrv_addr=shared_broker.addr, **FAST)
+    q: queue.Queue[logging.LogRecord] = queue.Queue()
+    listener = logging.handlers.QueueListener(q, handler)
+    app_logger.addHandler(logging.handlers.QueueHandler(q))
+    listener.start()
+    try:
+        app_logger.info("queued %s", "record", extra={"request_id": "q-1"})
+        try:
+            raise RuntimeError("behind the queue")
+        except RuntimeError:
+            app_logger.exception("failed")
+    finally:
+        listener.stop()
+    assert handler.flush(10)
+    handler.close(5)
+    stored = read_topic(shared_broker.addr, topic, 2)
+    by_message = {r["message"].split("\n")[0]: (s.message, r) for s in stored for r in s.records}
+    assert by_message["queued record"][0].keys == ["q-1"]
+    # QueueHandler.prepare() already merged the traceback into the message (stdlib behaviour)
+    failed = by_message["failed"]
+    assert failed[0].tags == "ERROR" and "RuntimeError: behind the queue" in failed[1]["message"]

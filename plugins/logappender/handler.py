@@ -38,6 +38,16 @@ class RocketMQHandler(logging.Handler):
             self._excluded[name] = excluded
         return excluded
 
+    def handle(self, record: logging.LogRecord) -> logging.LogRecord | bool:  # type: ignore[override]
+        """``Handler.handle`` without the handler lock: ``emit`` only appends to the shipper's thread-safe queue,
+        and the lock costs every logging call (3.12+: a filter may return a replacement record)."""
+        rv = self.filter(record) if self.filters else True
+        if isinstance(rv, logging.LogRecord):
+            record = rv
+        if rv:
+            self.emit(record)
+        return rv
+
     def emit(self, record: logging.LogRecord) -> None:
         if in_sender_thread() or self._is_excluded(record.name):
             return  # the client's own records, or records caused by sending: shipping them would loop

@@ -34,6 +34,7 @@ from plugins.logappender.record import (
 )
 
 FRAME = struct.Struct(">I")
+COMPRESS_OVER = 4096  # RocketMQ's compressMsgBodyOverHowmuch
 RELAY_START_TIMEOUT_S = 30.0
 
 
@@ -94,8 +95,11 @@ class OmsTransport:
                 secret_key=cfg.secret_key,
                 operation_timeout=max(1, int(cfg.send_timeout * 1000)),
             ).startup()
+            compress_over = COMPRESS_OVER if cfg.compress else 0  # 0: never
             try:
-                self._producer = ap.create_producer(group=cfg.producer_group).startup()
+                self._producer = ap.create_producer(
+                    group=cfg.producer_group, compress_msg_body_over_howmuch=compress_over
+                ).startup()
             except BaseException:
                 ap.shutdown()
                 raise
@@ -159,6 +163,7 @@ def config_to_json(config: AppenderConfig) -> dict[str, Any]:
         "producer_group": config.producer_group,
         "service": config.service,
         "send_timeout": config.send_timeout,
+        "compress": config.compress,
         "host": config.host,
     }
 

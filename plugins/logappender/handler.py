@@ -12,7 +12,7 @@ from typing import Any
 
 from plugins.logappender.config import AppenderConfig
 from plugins.logappender.record import Entry, RecordEncoder
-from plugins.logappender.shipper import Counters, LogShipper, in_sender_thread
+from plugins.logappender.shipper import Counters, LogShipper, sender_state
 
 APPENDER_TYPE = "PYTHON_LOGGING_APPENDER"
 
@@ -49,7 +49,10 @@ class RocketMQHandler(logging.Handler):
         return rv
 
     def emit(self, record: logging.LogRecord) -> None:
-        if in_sender_thread() or self._is_excluded(record.name):
+        excluded = self._excluded.get(record.name)
+        if excluded is None:
+            excluded = self._is_excluded(record.name)
+        if excluded or getattr(sender_state, "active", False):
             return  # the client's own records, or records caused by sending: shipping them would loop
         try:
             if self.formatter is not None:

@@ -28,13 +28,13 @@ from plugins.logappender.transport import Failure, OmsTransport, RelayTransport,
 
 Encoder = Callable[[Any, int], Entry]  # (queued item, sequence number) -> entry; runs on the sender thread
 
-_sender_state = threading.local()  # .active is True on sender threads: their records never re-enter a queue
+sender_state = threading.local()  # .active is True on sender threads: their records never re-enter a queue
 _live: weakref.WeakSet[LogShipper] = weakref.WeakSet()
 IDLE_WAIT_S = 1.0  # an idle sender still looks at the spool's age and the drop counters this often
 
 
 def in_sender_thread() -> bool:
-    return getattr(_sender_state, "active", False)
+    return getattr(sender_state, "active", False)
 
 
 def client_thread() -> bool:
@@ -94,8 +94,10 @@ class LogShipper:
         self._abandon = False
         self._flushing = 0
         self._blocked = 0
-        self._accepted = 0
+        self._taken = 0  # items the sender (or close) took from the queue; only those threads write it
+        self._evicted = 0  # items drop_oldest pushed out of the queue (under the lock)
         self._settled = 0
+        self._batch_max = cfg.batch_max_records
         self._sent = self._dropped_overflow = self._dropped_error = 0
         self._spooled = self._replayed = self._dropped_spool = 0
         self._reported = (0, 0, 0)
@@ -115,9 +117,22 @@ class LogShipper:
     # -- the logging thread's side ------------------------------------------------------------------------------
 
     def offer(self, item: Any) -> bool:
-        """Queue ``item`` without blocking (unless the policy is ``block``); False if it was dropped."""
+        """Queue ``item`` without blocking (unless the policy is ``block``); False if it was dropped.
+
+        The common case takes no lock: ``deque.append`` is atomic, and threads racing past the size check can
+        overshoot ``queue_size`` by at most one record each."""
         if self._thread is None:
             self._start()
+        queue = self._queue
+        if len(queue) >= self._max or self._closed:
+            return self._offer_full(item)
+        queue.append(item)
+        n = len(queue)
+        if n == 1 or n == self._batch_max:
+            self._wake.set()
+        return True
+
+    def _offer_full(self, item: Any) -> bool:
         with self._lock:
             if self._closed:
                 self._dropped_error += 1
@@ -126,9 +141,14 @@ class LogShipper:
             if len(queue) >= self._max:
                 policy = self._policy
                 if policy is OverflowPolicy.DROP_OLDEST:
-                    queue.popleft()
-                    self._dropped_overflow += 1
-                    self._settled += 1
+                    try:
+                        queue.popleft()
+                    except IndexError:  # the sender took everything meanwhile
+                        pass
+                    else:
+                        self._evicted += 1
+                        self._dropped_overflow += 1
+                        self._settled += 1
                 elif policy is OverflowPolicy.BLOCK and not in_sender_thread() and not client_thread():
                     self._blocked += 1
                     try:
@@ -142,16 +162,16 @@ class LogShipper:
                     self._dropped_overflow += 1
                     return False
             queue.append(item)
-            self._accepted += 1
-            n = len(queue)
-        if n == 1 or n == self.config.batch_max_records:
-            self._wake.set()
+        self._wake.set()
         return True
+
+    def _accepted(self) -> int:
+        return self._taken + self._evicted + len(self._queue)
 
     def counters(self) -> Counters:
         with self._lock:
             return Counters(
-                accepted=self._accepted,
+                accepted=self._accepted(),
                 sent=self._sent,
                 dropped_overflow=self._dropped_overflow,
                 dropped_error=self._dropped_error,
@@ -167,7 +187,7 @@ class LogShipper:
             return False
         timeout = self.config.flush_timeout if timeout is None else timeout
         with self._lock:
-            target = self._accepted
+            target = self._accepted()
             if self._settled >= target:
                 return True
             self._flushing += 1
@@ -211,6 +231,9 @@ class LogShipper:
                 self._give_up()
         elif thread is None:
             self._close_transport()
+        if self._queue and (thread is None or not thread.is_alive()):
+            self._abandon = True
+            self._give_up()  # records that raced past the closed flag: spooled or counted, never silent
         self._report(final=True)
         return clean
 
@@ -225,7 +248,7 @@ class LogShipper:
             thread.start()
 
     def _run(self) -> None:
-        _sender_state.active = True
+        sender_state.active = True
         try:
             while not self._abandon:
                 if not self._step():
@@ -287,8 +310,10 @@ class LogShipper:
         for _ in range(n):
             try:
                 items.append(popleft())
-            except IndexError:  # close() took the rest
+            except IndexError:  # drop_oldest evicted some meanwhile
                 break
+        with self._lock:
+            self._taken += len(items)
         if self._blocked:
             with self._lock:
                 self._space.notify_all()

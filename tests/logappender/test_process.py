@@ -51,8 +51,11 @@ def test_records_pending_at_exit_are_delivered_by_atexit(shared_broker: BrokerHa
         # no flush, no close: a 30 s linger still holds every record when the interpreter exits
         """
     )
+    ended = time.monotonic()
     assert proc.returncode == 0, proc.stderr
     assert "queued 300" in proc.stdout
+    exiting = float(proc.stdout.split("exit at")[1].split()[0])
+    assert ended - exiting < 10.0  # within close_timeout: the linger did not hold exit
     records = records_of(read_topic(shared_broker.addr, "AtExit", 300))
     assert sorted(r["message"] for r in records) == sorted(f"pending {i}" for i in range(300))
 

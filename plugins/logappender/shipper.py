@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import multiprocessing.util
 import os
 import sys
 import threading
@@ -533,6 +534,18 @@ def _after_fork_in_child() -> None:
         shipper._reset(forked=True)
 
 
+class _MultiprocessingChild:
+    """multiprocessing's children end with ``os._exit`` (no atexit): close the shippers from its finalizers."""
+
+    @staticmethod
+    def register(_: object) -> None:
+        # runs in the child after multiprocessing cleared the parent's finalizers; priority: before its own
+        multiprocessing.util.Finalize(None, close_all, exitpriority=100)
+
+
+_MP_HOOK = _MultiprocessingChild()
+
 # Registered after ``oms`` was imported, so it runs before oms closes its access points at exit (atexit is LIFO).
 atexit.register(close_all)
 os.register_at_fork(after_in_child=_after_fork_in_child)
+multiprocessing.util.register_after_fork(_MP_HOOK, _MultiprocessingChild.register)

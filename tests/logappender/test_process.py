@@ -157,3 +157,37 @@ def test_client_debug_logs_on_the_root_logger_do_not_loop(shared_broker: BrokerH
     assert (c.accepted, c.sent, c.dropped_overflow, c.dropped_error) == (100, 100, 0, 0)
     records = records_of(read_topic(shared_broker.addr, "RootDebug", 100))
     assert len(records) == 100 and {r["logger"] for r in records} == {"rootdebug.app"}
+
+
+@pytest.mark.timeout(90)
+def test_a_multiprocessing_child_delivers_without_flushing(shared_broker: BrokerHandle) -> None:
+    proc, _ = _run(
+        f"""
+        import logging, multiprocessing, os
+        from plugins.logappender import RocketMQHandler
+        handler = RocketMQHandler("MpChild", namesrv_addr={shared_broker.addr!r}, linger=30)
+        log = logging.getLogger("mp")
+        log.setLevel(logging.INFO)
+        log.addHandler(handler)
+        log.info("parent before")
+        assert handler.flush(20)
+
+        def work():
+            for i in range(25):
+                log.info("mp child %d", i)
+            # no flush: multiprocessing ends the child with os._exit, atexit does not run
+
+        if __name__ == "__main__":
+            child = multiprocessing.get_context("fork").Process(target=work)
+            child.start()
+            child.join(60)
+            print("child exit", child.exitcode, flush=True)
+        """,
+        timeout=80,
+        GRPC_ENABLE_FORK_SUPPORT="false",
+    )
+    assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr
+    records = records_of(read_topic(shared_broker.addr, "MpChild", 26))
+    assert sorted(r["message"] for r in records if r["message"].startswith("mp child")) == sorted(
+        f"mp child {i}" for i in range(25)
+    )

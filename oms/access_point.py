@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Mapping
@@ -50,6 +51,15 @@ def _shutdown_forgotten() -> None:
     """Access points still running at interpreter exit are shut down (brokers hear goodbye, threads end)."""
     for ap in list(_live):
         ap.shutdown()
+
+
+def _forget_inherited() -> None:
+    """In a forked child the parent's access points are dead: their loop thread did not survive the fork and gRPC
+    cannot use (or cleanly close) the parent's channels, so exit must not try to shut them down."""
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_forget_inherited)
 
 
 def merge_attributes(attributes: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> KeyValue:

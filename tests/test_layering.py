@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 Rule = Callable[[str, str], "str | None"]  # (importing module, imported name) -> why it is refused
 HOOK_LAYER = "broker.hookspecs"
 REGISTRATION_POINT = "broker.builtin_plugins"  # the one broker module that names the built-in plugin classes
+# The facades stand on the oms client: they run inside applications, never beside a broker.
+FACADES = ("plugins/logappender", "transports", "spark_connector")
 
 
 def _module_name(path: Path) -> str:
@@ -26,6 +28,12 @@ def _module_name(path: Path) -> str:
 
 def _modules(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
+
+
+def _broker_plugin_modules() -> list[Path]:
+    """``plugins/`` but the facades that live there (the log appender is an application-side handler)."""
+    facades = [ROOT / f for f in FACADES]
+    return [p for p in _modules("plugins") if not any(p.is_relative_to(f) for f in facades)]
 
 
 def imports_of(path: Path) -> Iterator[tuple[int, str]]:
@@ -72,6 +80,14 @@ def plugin_rule(module: str, name: str) -> str | None:
     return None
 
 
+def facade_rule(module: str, name: str) -> str | None:
+    """Facades use the public client (``oms``) and the shared package, never the servers' code."""
+    for server in ("broker", "namesrv"):
+        if _under(name, server):
+            return f"facades never import {server}: they build on oms"
+    return None
+
+
 def broker_rule(module: str, name: str) -> str | None:
     """The broker names plugin code only where it registers the built-ins: their ``plugin`` modules."""
     if not _under(name, "plugins"):
@@ -108,7 +124,13 @@ def shared_rule(module: str, name: str) -> str | None:
 
 
 def test_built_in_plugins_import_only_the_hook_layer_and_orbitmq() -> None:
-    found = _violations(_modules("plugins"), plugin_rule)
+    found = _violations(_broker_plugin_modules(), plugin_rule)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("facade", FACADES)
+def test_facades_build_on_the_client_only(facade: str) -> None:
+    found = _violations(_modules(facade), facade_rule)
     assert not found, "\n".join(found)
 
 
@@ -136,6 +158,9 @@ def test_the_shared_package_imports_no_upper_layer() -> None:
     ("module", "source", "rule", "caught"),
     [
         ("plugins.x.plugin", "from broker.store.message import MessageExt\n", plugin_rule, True),
+        ("transports.celery.transport", "from broker.store import message\n", facade_rule, True),
+        ("spark_connector.source", "import namesrv.route_info\n", facade_rule, True),
+        ("transports.celery.transport", "import oms\n", facade_rule, False),
         ("plugins.x.plugin", "from broker import store\n", plugin_rule, True),
         ("plugins.x.plugin", "import broker.context\n", plugin_rule, True),
         ("plugins.x.plugin", "def f():\n    from broker.store import results\n", plugin_rule, True),

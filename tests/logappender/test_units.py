@@ -1,0 +1,211 @@
+"""No server: option checks, dictConfig construction, the JSON body, packing, decoding and the disk spool."""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.config
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
+from plugins.logappender.record import Entry, OutMessage, RecordEncoder, pack
+from plugins.logappender.spool import DiskSpool
+
+ADDR = "127.0.0.1:1"  # nothing listens: the handler connects lazily, so configuring it must still work
+
+
+@pytest.mark.parametrize(
+    ("options", "option", "text"),
+    [
+        ({"overflow": "drop_everything"}, "overflow", "drop_new, drop_oldest, block"),
+        ({"queue_size": -1}, "queue_size", "> 0"),
+        ({"queue_size": 0}, "queue_size", "> 0"),
+        ({"spool_max_bytes": -5}, "spool_max_bytes", "> 0"),
+        ({"block_timeout": -0.1}, "block_timeout", ">= 0"),
+        ({"records_per_message": 5000}, "records_per_message", "at most 1024"),
+        ({"retry_backoff": 2.0, "retry_backoff_max": 1.0}, "retry_backoff_max", ">= retry_backoff"),
+        ({"tag": "a|b"}, "tag", "'|'"),
+        ({"access_key": "ak"}, "access_key", "both"),
+        ({"queue_sise": 10}, "queue_sise", "unknown option"),
+        ({"queue_size": "10"}, "queue_size", "must be a number"),
+    ],
+)
+def test_bad_options_raise_at_configuration_time(options: dict[str, object], option: str, text: str) -> None:
+    with pytest.raises(AppenderConfigError) as info:
+        RocketMQHandler("AppLogs", namesrv_addr=ADDR, **options)
+    assert info.value.option == option
+    assert text in str(info.value)
+
+
+@pytest.mark.parametrize("topic", ["", "bad topic", "x" * 200, "a/b", "RMQ_SYS_TRANS_HALF_TOPIC"])
+def test_bad_topic_names_are_refused(topic: str) -> None:
+    with pytest.raises(AppenderConfigError, match="'topic'"):
+        AppenderConfig.build(topic, namesrv_addr=ADDR)
+
+
+def test_access_point_defaults_to_namesrv_addr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    with pytest.raises(AppenderConfigError, match="NAMESRV_ADDR is not set"):
+        AppenderConfig.build("AppLogs")
+    monkeypatch.setenv("NAMESRV_ADDR", "10.0.0.1:9876;10.0.0.2:9876")
+    assert AppenderConfig.build("AppLogs").url == "oms:rocketmq://10.0.0.1:9876;10.0.0.2:9876/"
+
+
+def test_dictconfig_builds_the_handler_with_its_options(tmp_path: Path) -> None:
+    logging.config.dictConfig(
+        {
+            "version": 1,
+            "disable_existing_loggers": False,
+            "handlers": {
+                "rmq": {
+                    "class": "plugins.logappender.RocketMQHandler",
+                    "level": "INFO",
+                    "topic": "AppLogs",
+                    "namesrv_addr": ADDR,
+                    "overflow": "drop_oldest",
+                    "queue_size": 500,
+                    "key_fields": ["request_id", "order_id"],
+                    "spool_dir": str(tmp_path / "spool"),
+                    "service": "checkout",
+                }
+            },
+            "loggers": {"dictconfig.test": {"handlers": ["rmq"], "level": "INFO", "propagate": False}},
+        }
+    )
+    handler = logging.getLogger("dictconfig.test").handlers[0]
+    try:
+        assert isinstance(handler, RocketMQHandler)
+        cfg = handler.config
+        assert (cfg.topic, cfg.overflow, cfg.queue_size) == ("AppLogs", OverflowPolicy.DROP_OLDEST, 500)
+        assert cfg.service == "checkout"
+        assert cfg.key_fields == ("request_id", "order_id")
+        assert cfg.spool_dir == tmp_path / "spool" and cfg.spool_dir.is_dir()
+        assert handler.level == logging.INFO
+    finally:
+        handler.close(0.5)
+        logging.getLogger("dictconfig.test").handlers.clear()
+
+
+def test_dictconfig_with_a_bad_option_fails_naming_it() -> None:
+    config = {
+        "version": 1,
+        "handlers": {"rmq": {"class": "plugins.logappender.RocketMQHandler", "topic": "AppLogs", "overflow": "nope"}},
+    }
+    with pytest.raises(ValueError, match="rmq") as info:
+        logging.config.dictConfig({**config, "disable_existing_loggers": False})
+    cause = info.value.__cause__
+    assert isinstance(cause, AppenderConfigError) and cause.option == "overflow", cause
+
+
+def _record(**extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("app.web", logging.WARNING, __file__, 42, "user %s failed", ("ann",), None, "handle")
+    record.__dict__.update(extra)
+    record.message = record.getMessage()
+    return record
+
+
+def test_the_json_body_carries_fields_extras_and_keys() -> None:
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, service="shop", static_fields={"env": "prod"})
+    entry = RecordEncoder(cfg).stdlib(_record(request_id="req-7", cart={"items": 3}), None, 9)
+    doc = json.loads(entry.body)
+    assert entry.tag == "WARNING" and entry.logger == "app.web" and entry.keys == ("req-7",)
+    assert doc["message"] == "user ann failed" and doc["level"] == "WARNING" and doc["logger"] == "app.web"
+    assert doc["line"] == 42 and doc["func"] == "handle" and doc["seq"] == 9
+    assert doc["service"] == "shop" and doc["env"] == "prod" and doc["host"] == cfg.host
+    assert doc["request_id"] == "req-7" and doc["cart"] == {"items": 3}
+    assert doc["timestamp"].endswith("Z") and "T" in doc["timestamp"]
+    assert "args" not in doc and "msg" not in doc
+
+
+def test_a_fixed_tag_replaces_the_level() -> None:
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, tag="web")
+    assert RecordEncoder(cfg).stdlib(_record(), None, 1).tag == "web"
+
+
+def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}') -> list[Entry]:
+    return [Entry(tag, logger, (f"k{i}",), body, i) for i, (tag, logger) in enumerate(spec)]
+
+
+def test_small_batches_are_one_record_per_message() -> None:
+    out = pack(_entries([("INFO", "a")] * 1000), 64, 1 << 20)
+    assert len(out) == 1000 and all(m.count == 1 for m in out)
+
+
+def test_a_backlog_packs_runs_of_one_level_and_logger_in_order() -> None:
+    spec = [("INFO", "a")] * 1500 + [("ERROR", "a")] * 3 + [("INFO", "b")] * 100
+    out = pack(_entries(spec), 64, 1 << 20)
+    assert sum(m.count for m in out) == len(spec)
+    assert [m.first_seq for m in out] == sorted(m.first_seq for m in out)
+    assert all(m.count <= 64 for m in out)
+    error = [m for m in out if m.tag == "ERROR"]
+    assert len(error) == 1 and error[0].count == 3 and error[0].keys == ("k1500", "k1501", "k1502")
+    assert {(m.tag, m.logger) for m in out} == {("INFO", "a"), ("ERROR", "a"), ("INFO", "b")}
+    first = out[0]
+    assert [r["m"] for r in iter_records(first.body, first.count)] == [1] * first.count
+    assert len(first.keys) == 32  # capped: keys share the properties budget
+
+
+def test_multi_line_bodies_travel_alone_and_decode_whole() -> None:
+    entries = _entries([("INFO", "a")] * 1100)
+    entries[5] = Entry("INFO", "a", (), b"line one\nline two", 5)
+    out = pack(entries, 64, 1 << 20)
+    alone = [m for m in out if m.first_seq == 5]
+    assert alone[0].count == 1
+    assert list(iter_records(alone[0].body, 1)) == [{"message": "line one\nline two"}]
+
+
+def _batch(n: int, start: int = 0) -> list[OutMessage]:
+    return [OutMessage("INFO", "a", (), b'{"i":%d}' % i, 1, i) for i in range(start, start + n)]
+
+
+def test_spool_replays_oldest_first_and_claims_exclusively(tmp_path: Path) -> None:
+    spool = DiskSpool(tmp_path, 1 << 20, 3600)
+    assert spool.write(_batch(3)) == (3, 0)
+    assert spool.write(_batch(2, 3)) == (2, 0)
+    assert spool.pending_records() == 5
+    claimed = spool.claim_oldest()
+    assert claimed is not None
+    path, messages, records = claimed
+    assert records == 3 and [m.first_seq for m in messages] == [0, 1, 2]
+    assert spool.pending_records() == 2  # claimed: another process would not see it
+    spool.release(path)
+    again = spool.claim_oldest()
+    assert again is not None and again[2] == 3  # released: first in line again
+    spool.done(again[0])
+    assert spool.pending_records() == 2
+
+
+def test_spool_evicts_the_oldest_beyond_max_bytes_and_expires_by_age(tmp_path: Path) -> None:
+    one = len(json.dumps(_batch(1)[0].to_json())) + 1
+    spool = DiskSpool(tmp_path, one * 4, 3600)
+    assert spool.write(_batch(3)) == (3, 0)
+    assert spool.write(_batch(3, 3)) == (3, 3)  # the first batch gave way
+    assert [m.first_seq for m in spool.claim_oldest()[1]] == [3, 4, 5]  # type: ignore[index]
+    aged = DiskSpool(tmp_path / "aged", 1 << 20, 0.05)
+    aged.write(_batch(2))
+    time.sleep(0.1)
+    assert aged.expire() == 2 and aged.pending_records() == 0
+
+
+def test_claims_of_dead_processes_are_released(tmp_path: Path) -> None:
+    spool = DiskSpool(tmp_path, 1 << 20, 3600)
+    spool.write(_batch(2))
+    path = spool.files()[0].path
+    dead_pid = 2**22 + 12345  # above pid_max on common systems
+    os.replace(path, path.with_name(f"{path.name}.{dead_pid}.claim"))
+    assert spool.pending_records() == 0
+    DiskSpool(tmp_path, 1 << 20, 3600)
+    assert spool.pending_records() == 2
+
+
+def test_a_corrupt_spool_file_is_set_aside(tmp_path: Path) -> None:
+    spool = DiskSpool(tmp_path, 1 << 20, 3600)
+    spool.write(_batch(1))
+    spool.files()[0].path.write_text("not json\n")
+    with pytest.raises(Exception, match="unreadable"):
+        spool.claim_oldest()
+    assert spool.pending_records() == 0 and list(tmp_path.glob("*.corrupt"))

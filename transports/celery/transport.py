@@ -24,6 +24,7 @@ from queue import Empty, SimpleQueue
 from typing import Any, Final
 
 from kombu.transport import virtual
+from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps as kombu_dumps
 from kombu.utils.json import loads as kombu_loads
 
@@ -182,6 +183,11 @@ class RocketMQChannel(virtual.Channel):
         self._no_ack: set[str] = set()
 
     # -- storage primitives ------------------------------------------------------------------------------------
+
+    def prepare_queue_arguments(self, arguments: dict[str, Any] | None, **kwargs: Any) -> dict[str, Any]:
+        """``Queue(expires=, message_ttl=, max_priority=)`` as x-arguments, as for RabbitMQ (kombu's default drops
+        them for virtual transports)."""
+        return dict(to_rabbitmq_queue_arguments(arguments or {}, **kwargs))
 
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         self.connection._declare(queue, _queue_args(kwargs), bool(kwargs.get("auto_delete")))

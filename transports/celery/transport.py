@@ -880,7 +880,7 @@ class Transport(virtual.Transport):
                 self._read_bindings()
             except oms.OMSException as exc:  # routing goes on with what is known; the next read tries again
                 log.warning("reading the binding table failed: %s", exc)
-        return list(cache.by_exchange.get(exchange, []))
+        return list(self._binding_cache.by_exchange.get(exchange, []))
 
     def _read_bindings(self) -> None:
         _, _, admin = self._clients()

@@ -364,3 +364,32 @@ def test_over_limit_message_is_refused_at_publish_and_nothing_is_lost(conn: Conn
     got = _collect(conn, queue, 3, timeout=3)
     assert sorted(b for b, _ in got) == ["after", "before"]
     _ack_all(got)
+
+
+@pytest.mark.timeout(60)
+def test_oms_ack_batch_acks_in_one_call_and_names_refusals(celery_broker: BrokerHandle, qname: str) -> None:
+    """``AsyncPullConsumer.ack_batch`` (added for this transport): acked messages stay acked, an unknown handle is
+    refused without losing the others."""
+    import asyncio
+
+    with oms.get_messaging_access_point(f"oms:rocketmq://{celery_broker.addr}/") as ap:
+        with ap.create_producer() as producer:
+            for i in range(3):
+                producer.send(oms.BytesMessage(f"m{i}", qname))
+        consumer = ap.create_pull_consumer(
+            {"rmq.invisible.time": 3000, "rmq.pull.batch.size": 1}, consumer_id=f"acker-{qname}"[:60],
+            consume_from_where="first",
+        )  # fmt: skip
+        consumer.attach_queue(qname)
+        consumer.startup()
+        got: list[oms.BytesMessage] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += consumer.batch_receive(3 - len(got), 2)
+        assert len(got) == 3
+        refused = asyncio.run(consumer.aio().ack_batch([*got, "OMQ2.not-a-handle"]))
+        assert [t for t, _ in refused] == ["OMQ2.not-a-handle"]
+        assert "unknown receipt handle" in str(refused[0][1])
+        time.sleep(3.5)  # past the invisible time: nothing comes back
+        assert consumer.batch_receive(3, 1) == []
+        consumer.shutdown()

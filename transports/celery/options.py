@@ -52,6 +52,7 @@ class TransportOptions:
     priority_steps: tuple[int, ...] = DEFAULT_PRIORITY_STEPS
     binding_cache: float = 1.0  # how long a read of the broker-side binding table is reused
     expiry_check_interval: float = 30.0  # how often queues declared with x-expires are checked for expiry
+    publish_window: int = 256  # sends in flight before a publish waits for the broker; 0 = wait for every send
     access_key: str = ""
     secret_key: str = ""
 
@@ -80,6 +81,7 @@ class TransportOptions:
         _in_range("operation_timeout", self.operation_timeout, 0.1, 300.0)
         _in_range("queue_nums", self.queue_nums, 1, 64)
         _in_range("binding_cache", self.binding_cache, 0.0, 60.0)
+        _in_range("publish_window", self.publish_window, 0, 4096)
         _in_range("expiry_check_interval", self.expiry_check_interval, 0.1, 3600.0)
         steps = self.priority_steps
         if not steps or steps[0] != 0 or list(steps) != sorted(set(steps)) or steps[-1] > MAX_PRIORITY:

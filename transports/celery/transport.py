@@ -32,7 +32,10 @@ import oms
 from oms.admin import ResourceManager
 from oms.consumer import PullConsumer
 from oms.consumer.config import ConsumerKeys
+from oms.errors import from_mq_error
 from oms.producer.producer import Producer
+from orbitmq.errors import MQError
+from orbitmq.validation import validate_body
 from transports.celery.options import (
     TransportOptions,
     bucket_of,
@@ -61,11 +64,16 @@ MAX_RECEIVE: Final = 32  # the broker caps one receive at 32 messages
 UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at most
 FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
 SETTLE_BATCH: Final = 256
+SEND_BATCH: Final = 128  # messages per send request
 RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 class BrokerUnreachable(ConnectionError):
     """No OrbitMQ name server or broker answered at the URL's address."""
+
+
+class PublishFailed(ConnectionError):
+    """A send still in flight when ``basic_publish`` returned failed on the broker (raised by the next publish)."""
 
 
 class Settle(Enum):
@@ -386,13 +394,18 @@ class Fetcher:
                 )
                 failures = 0
             except Exception as exc:  # the broker may be restarting: keep polling with backoff
-                self.channel._received(reserved, [], buffered=False)
+                if self._stop.is_set():
+                    return  # the connection is closing: this receive was cut short on purpose
                 delay = RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]
                 failures += 1
                 log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, exc, delay)
                 self._stop.wait(delay)
                 continue
-            if payloads:
+            if payloads and self._stop.is_set():  # received while the consumer was cancelled: visible again at once
+                for payload in payloads:
+                    self.channel._handed_over()
+                    self.channel._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
+            elif payloads:
                 transport._ready_for(self.channel, self.queue, payloads)
 
 
@@ -458,17 +471,31 @@ class Settler:
             if prev is not None and how is Settle.RENEW:
                 how = prev[0]  # a renewal never overrides an ack or a requeue of the same message
             final[key] = (how, held, events)
-        await asyncio.gather(*(self._one(how, held) for how, held, _ in final.values()))
+        acks: dict[int, list[Held]] = {}  # consumer -> its messages to ack, one call for all of them
+        others = []
+        for how, held, _ in final.values():
+            if how is Settle.ACK:
+                acks.setdefault(id(held.consumer), []).append(held)
+            else:
+                others.append(self._one(how, held))
+        await asyncio.gather(*others, *(self._ack(group) for group in acks.values()))
         for _, _, events in final.values():
             for event in events:
                 event.set()
 
+    async def _ack(self, held: list[Held]) -> None:
+        try:
+            refused = await held[0].consumer.aio().ack_batch([h.message for h in held])
+        except Exception as exc:  # the broker makes them visible again after the invisible time: nothing is lost
+            log.warning("ack of %d message(s) of %s failed: %s", len(held), held[0].queue, exc)
+            return
+        for _, why in refused:
+            log.warning("ack of a message of %s refused: %s", held[0].queue, why)
+
     async def _one(self, how: Settle, held: Held) -> None:
         aio = held.consumer.aio()
         try:
-            if how is Settle.ACK:
-                await aio.ack(held.message)
-            elif how is Settle.REQUEUE:
+            if how is Settle.REQUEUE:
                 await aio.change_invisible_duration(held.message, 0)
             elif how is Settle.RENEW:
                 await aio.change_invisible_duration(held.message, self.transport._invisible_ms)
@@ -478,6 +505,66 @@ class Settler:
                 await aio.ack(held.message)
         except Exception as exc:  # the broker makes it visible again after the invisible time: nothing is lost
             log.warning("%s of a message of %s failed: %s", how.value, held.queue, exc)
+
+
+class Sender:
+    """One thread sends what publishes queued, many messages per request, at most ``publish_window`` waiting."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self._pending: deque[oms.BytesMessage] = deque()
+        self._busy = 0  # messages taken by the thread and not answered yet
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="rocketmq-send", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, message: oms.BytesMessage) -> None:
+        t = self.transport
+        window = t.options.publish_window
+        with self._cond:
+            deadline = time.monotonic() + t.options.operation_timeout * 2
+            while len(self._pending) + self._busy >= window:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PublishFailed(f"{window} sends waited over {t.options.operation_timeout * 2:.1f}s")
+                self._cond.wait(left)
+            self._pending.append(message)
+            self._cond.notify_all()
+
+    def stop(self, timeout: float) -> None:
+        """Send what is queued (bounded by ``timeout``), then end the thread."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            while self._pending or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("%d message(s) still unsent at close", len(self._pending) + self._busy)
+                    break
+                self._cond.wait(left)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch = [self._pending.popleft() for _ in range(min(len(self._pending), SEND_BATCH))]
+                self._busy = len(batch)
+            try:
+                _, producer, _ = self.transport._clients()
+                producer.send_batch(batch)
+            except Exception as exc:  # reported on the next publish; the client already retried
+                self.transport._on_batch_failed(exc, len(batch))
+            with self._cond:
+                self._busy = 0
+                self._cond.notify_all()
 
 
 class Keeper:
@@ -536,6 +623,7 @@ class Transport(virtual.Transport):
     connection_errors = (  # type: ignore[assignment]
         *virtual.Transport.connection_errors,
         BrokerUnreachable,
+        PublishFailed,
         oms.OMSConnectionException,
         oms.OMSTimeOutException,
     )
@@ -564,6 +652,8 @@ class Transport(virtual.Transport):
         self._settler = Settler(self)
         self._keeper = Keeper(self)
         self._started = False
+        self._sender = Sender(self)
+        self._publish_failure: BaseException | None = None
 
     # -- connection ---------------------------------------------------------------------------------------------
 
@@ -612,8 +702,10 @@ class Transport(virtual.Transport):
             self._started = True
             self._settler = Settler(self)
             self._keeper = Keeper(self)
+            self._sender = Sender(self)
             self._settler.start()
             self._keeper.start()
+            self._sender.start()
 
     def close_connection(self, connection: Any) -> None:
         try:
@@ -628,6 +720,8 @@ class Transport(virtual.Transport):
     def _shutdown(self) -> None:
         if self._forked():
             return
+        if self._started:
+            self._sender.stop(self.options.operation_timeout * 2)
         if self._started:
             self._keeper.stop()
             self._settler.stop()
@@ -931,7 +1025,28 @@ class Transport(virtual.Transport):
                 out.put_user_headers(EXPIRES_MS, now_ms + max(0, int(float(ttl))))
             except (TypeError, ValueError):
                 raise ValueError(f"message property expiration={ttl!r} is not a number of milliseconds") from None
-        producer.send(out)
+        self._send(producer, out)
+
+    def _send(self, producer: Producer, out: oms.BytesMessage) -> None:
+        """Validate here (bad input raises at publish), then hand the message to the sender thread, which sends what
+        queued meanwhile in one batch (publisher confirms, asynchronously). A send that fails later is logged and
+        makes the next publish raise, so Celery's retry policy sees it. ``publish_window`` 0: wait for each send."""
+        failed = self._publish_failure
+        if failed is not None:
+            self._publish_failure = None
+            raise PublishFailed(f"an earlier publish failed on the broker: {failed}") from failed
+        try:
+            validate_body(out.body)
+        except MQError as exc:
+            raise from_mq_error(exc) from None
+        if not self.options.publish_window:
+            producer.send(out)
+            return
+        self._sender.submit(out)
+
+    def _on_batch_failed(self, error: BaseException, count: int) -> None:
+        log.error("publish of %d message(s) failed on the broker (the next publish raises): %s", count, error)
+        self._publish_failure = error
 
     def _receive(
         self, channel: RocketMQChannel, queue: str, n: int, wait_s: float, reserved: int = 0
@@ -1019,4 +1134,4 @@ def _int_arg(args: dict[str, Any], name: str, low: int, high: int) -> int:
 
 Channel = RocketMQChannel
 
-__all__ = ["BrokerUnreachable", "Channel", "QoS", "RocketMQChannel", "Transport", "TransportOptions"]
+__all__ = ["BrokerUnreachable", "Channel", "PublishFailed", "QoS", "RocketMQChannel", "Transport", "TransportOptions"]

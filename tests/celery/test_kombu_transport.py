@@ -326,6 +326,28 @@ def test_abandoned_queue_with_expires_is_deleted(broker_url: str, qname: str) ->
             queue(c.default_channel).queue_declare(passive=True)
 
 
+@pytest.mark.timeout(60)
+def test_expired_queue_declared_again_gets_its_bindings_back(broker_url: str, qname: str) -> None:
+    """A long-lived client (Flower, a reply queue) whose expiring queue another process deleted while it was idle
+    declares it again: publishers elsewhere route to it again, though kombu does not bind what it bound once."""
+    exchange = Exchange(qname, "direct")
+    queue = Queue(qname, exchange, routing_key="k", expires=1.0)
+    with (
+        Connection(broker_url, transport_options={**OPTIONS, "expiry_check_interval": 600}) as owner,
+        Connection(broker_url, transport_options={**OPTIONS, "expiry_check_interval": 0.5}) as other,
+    ):
+        queue(owner.default_channel).declare()
+        other.connect()
+        time.sleep(3.0)  # the other connection's keeper deletes the idle queue meanwhile
+        assert other.transport._queue_meta(qname, create=False) is None
+        queue(owner.default_channel).declare()
+        with Producer(other) as producer:
+            producer.publish("again", exchange=exchange, routing_key="k")
+        got = _collect(owner, queue, 1, timeout=5)
+        assert [b for b, _ in got] == ["again"]
+        _ack_all(got)
+
+
 # -- bad input -------------------------------------------------------------------------------------------------
 
 

@@ -641,6 +641,7 @@ class Transport(virtual.Transport):
         self._admin: ResourceManager | None = None
         self._consumers: dict[str, PullConsumer] = {}  # topic -> its group's consumer
         self._meta: dict[str, QueueMeta] = {}
+        self._bound: dict[str, dict[str, str]] = {}  # queue -> binding attributes this process stored
         self._binding_cache = _BindingCache()
         self._touched: dict[str, float] = {}  # queue -> monotonic time of the last touch
         self._ready: deque[tuple[RocketMQChannel, str, dict[str, Any]]] = deque()
@@ -835,9 +836,12 @@ class Transport(virtual.Transport):
             message_ttl_ms=_int_arg(args, "x-message-ttl", 0, 2**31),
             expires_ms=_int_arg(args, "x-expires", 0, 2**31),
         )
-        if self._meta.get(queue) == meta:
+        if self._meta.get(queue) == meta and not meta.expires_ms:
             return meta
+        # A queue with x-expires may have been deleted by any transport since: declaring it again recreates it with
+        # the bindings this process made (kombu does not bind again what it bound once).
         attributes = {
+            **self._bound.get(queue, {}),
             ATTR_QUEUE: queue,
             ATTR_MAX_PRIORITY: str(meta.max_priority),
             ATTR_MESSAGE_TTL: str(meta.message_ttl_ms),
@@ -962,6 +966,7 @@ class Transport(virtual.Transport):
         key, value = binding.attribute()
         _, _, admin = self._clients()
         admin.update_topic(meta.topic, attributes={key: value})
+        self._bound.setdefault(binding.queue, {})[key] = value
         cache = self._binding_cache.by_exchange.setdefault(binding.exchange, [])
         if binding not in cache:
             cache.append(binding)

@@ -137,6 +137,7 @@ def env(celery_broker: BrokerHandle, tmp_path_factory: pytest.TempPathFactory) -
             w.stop()
         with contextlib.suppress(Exception):  # the rpc backend's reply consumer polls until stopped
             app.backend.result_consumer.stop()
+        app.pool.force_close_all()  # app.close() only forgets the pool: its connections would go on polling
         app.close()
 
 
@@ -161,6 +162,12 @@ def test_inspect_ping_answered_by_every_live_worker(env: Env) -> None:
         return names <= set(replies)
 
     wait_until(all_answered, 30, 0.1, "ping replies from both workers")
+    inspect = app.control.inspect(timeout=3.0)
+    queues = inspect.active_queues() or {}
+    assert names <= set(queues)
+    assert all("celery" in {q["name"] for q in queues[n]} for n in names)
+    stats = inspect.stats() or {}
+    assert all(stats[n]["broker"]["transport"] == "rocketmq" for n in names)
     cli = subprocess.run(
         [sys.executable, "-m", "celery", "-A", "tests.celery.celery_app", "inspect", "ping", "-t", "5"],
         capture_output=True,
@@ -247,10 +254,13 @@ def test_warm_shutdown_returns_prefetched_tasks_at_once(env: Env) -> None:
     first.stop(signal.SIGTERM, timeout=30)  # warm: the running task finishes, the rest goes back
     assert long.get(timeout=30) == "done"
     stopped = time.time()
-    env.worker("w-warm2", "-Q", "warmq", invisible=invisible).wait_ready()
+    second = env.worker("w-warm2", "-Q", "warmq", invisible=invisible).wait_ready()
     for r in quick:
         assert r.get(timeout=30) >= stopped
     assert time.time() - stopped < invisible
+    app.control.shutdown(destination=[second.nodename])  # remote control: the worker stops itself
+    assert second.proc is not None
+    second.proc.wait(60)
 
 
 @pytest.mark.timeout(60)

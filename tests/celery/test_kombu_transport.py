@@ -348,6 +348,23 @@ def test_expired_queue_declared_again_gets_its_bindings_back(broker_url: str, qn
         _ack_all(got)
 
 
+@pytest.mark.timeout(60)
+def test_transport_selected_by_path_without_the_alias(celery_broker: BrokerHandle, qname: str) -> None:
+    """``broker_transport = "transports.celery.transport:Transport"`` needs no alias: a scheme kombu does not know
+    fails on its own, and works once the transport is given by path."""
+    url = f"orbitmq://{celery_broker.addr}"
+    with pytest.raises(KeyError, match="orbitmq"):
+        Connection(url).connect()
+    path = "transports.celery.transport:Transport"
+    with Connection(url, transport=path, transport_options=OPTIONS) as c:
+        sq = c.SimpleQueue(qname)
+        sq.put("by path")
+        m = sq.get(timeout=10)
+        assert m.payload == "by path"
+        m.ack()
+        sq.close()
+
+
 # -- bad input -------------------------------------------------------------------------------------------------
 
 

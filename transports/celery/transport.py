@@ -7,6 +7,7 @@ and its receipt handle is the delivery tag. ETA/countdown become timer messages;
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import datetime as dt
 import hashlib
@@ -16,6 +17,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -64,6 +66,7 @@ MAX_RECEIVE: Final = 32  # the broker caps one receive at 32 messages
 UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at most
 FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
 SETTLE_BATCH: Final = 256
+ACK_LINGER_S: Final = 0.005  # an ack waits this long for others to share its AckBatch call
 SEND_BATCH: Final = 128  # messages per send request
 RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -451,6 +454,8 @@ class Settler:
                 if first is None:
                     return
                 batch = [first]
+                if first[0] is Settle.ACK and first[2] is None:
+                    time.sleep(ACK_LINGER_S)  # acks that come meanwhile share the call (the credit is already free)
                 with contextlib.suppress(Empty):
                     while len(batch) < SETTLE_BATCH:
                         op = self._ops.get_nowait()
@@ -540,13 +545,19 @@ class Sender:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        self.flush(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def flush(self, timeout: float) -> None:
+        """Wait until what was queued has been answered (bounded by ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
             while self._pending or self._busy:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    log.warning("%d message(s) still unsent at close", len(self._pending) + self._busy)
-                    break
+                    log.warning("%d message(s) still unsent", len(self._pending) + self._busy)
+                    return
                 self._cond.wait(left)
-        self._thread.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
         while True:
@@ -707,12 +718,26 @@ class Transport(virtual.Transport):
             self._settler.start()
             self._keeper.start()
             self._sender.start()
+            self._register_exit_flush()
 
     def close_connection(self, connection: Any) -> None:
         try:
             super().close_connection(connection)
         finally:
             self._shutdown()
+
+    def _register_exit_flush(self) -> None:
+        """Queued publishes are sent before the process exits: at interpreter exit, and when a Celery pool child
+        ends (billiard runs its own finalizers, then ``os._exit``)."""
+        atexit.register(self._flush_at_exit)
+        with contextlib.suppress(ImportError):
+            from billiard import util as billiard_util
+
+            billiard_util.Finalize(None, _flush_transport, args=(weakref.ref(self),), exitpriority=10)
+
+    def _flush_at_exit(self) -> None:
+        if self._started and not self._forked():
+            self._sender.flush(self.options.operation_timeout * 2)
 
     def _forked(self) -> bool:
         """True in a forked child's copy: its threads, clients and held messages belong to the parent."""
@@ -723,6 +748,7 @@ class Transport(virtual.Transport):
             return
         if self._started:
             self._sender.stop(self.options.operation_timeout * 2)
+            atexit.unregister(self._flush_at_exit)
         if self._started:
             self._keeper.stop()
             self._settler.stop()
@@ -1122,6 +1148,12 @@ class Transport(virtual.Transport):
             if key not in (DUE_MS,):
                 copy.put_user_headers(key, value)
         await producer.aio().send(copy)
+
+
+def _flush_transport(ref: weakref.ref[Transport]) -> None:
+    transport = ref()
+    if transport is not None:
+        transport._flush_at_exit()
 
 
 def _int_arg(args: dict[str, Any], name: str, low: int, high: int) -> int:

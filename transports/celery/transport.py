@@ -67,6 +67,7 @@ UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at m
 FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
 SETTLE_BATCH: Final = 256
 ACK_LINGER_S: Final = 0.005  # an ack waits this long for others to share its AckBatch call
+RECEIVE_LINGER_S: Final = 0.003  # a receive waits this long for more credit when under half the prefetch is free
 SEND_BATCH: Final = 128  # messages per send request
 RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
 
@@ -317,17 +318,24 @@ class RocketMQChannel(virtual.Channel):
         return limit - unsettled - self._buffered - self._reserved
 
     def _reserve(self, want: int, stop: threading.Event, wait_s: float) -> int:
+        """Take up to ``want`` credits for a receive. Credits come back one task at a time: with fewer than half the
+        prefetch free, wait up to RECEIVE_LINGER_S for more, so one receive brings several tasks."""
         with self._cond:
             deadline = time.monotonic() + wait_s
+            linger_until: float | None = None
             while not stop.is_set():
                 n = min(want, self._credits())
-                if n > 0:
+                enough = min(want, max(1, self.qos.prefetch_count // 2))
+                now = time.monotonic()
+                if n >= enough or (n > 0 and linger_until is not None and now >= linger_until):
                     self._reserved += n
                     return n
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if n > 0 and linger_until is None:
+                    linger_until = now + RECEIVE_LINGER_S
+                until = linger_until if n > 0 and linger_until is not None else deadline
+                if n == 0 and now >= deadline:
                     return 0
-                self._cond.wait(left)
+                self._cond.wait(max(0.0, until - now))
             return 0
 
     def _received(self, reserved: int, held: list[Held], buffered: bool) -> None:
@@ -519,6 +527,7 @@ class Sender:
         self.transport = transport
         self._pending: deque[oms.BytesMessage] = deque()
         self._busy = 0  # messages taken by the thread and not answered yet
+        self._direct = 0  # messages sent by publishers themselves, not answered yet
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="rocketmq-send", daemon=True)
@@ -531,12 +540,35 @@ class Sender:
         window = t.options.publish_window
         with self._cond:
             deadline = time.monotonic() + t.options.operation_timeout * 2
-            while len(self._pending) + self._busy >= window:
+            while len(self._pending) + self._busy + self._direct >= window:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise PublishFailed(f"{window} sends waited over {t.options.operation_timeout * 2:.1f}s")
                 self._cond.wait(left)
-            self._pending.append(message)
+            # Nothing on its way: send from here (no hand-over to the thread, the lowest latency); else queue it
+            # behind what is on its way, and the thread sends the queue in one request.
+            direct = not self._pending and not self._busy and not self._direct
+            if not direct:
+                self._pending.append(message)
+                self._cond.notify_all()
+                return
+            self._direct += 1
+        try:
+            _, producer, _ = t._clients()
+            producer.send_async(message).add_listener(self._direct_sent)
+        except BaseException:
+            self._done_direct()
+            raise
+
+    def _direct_sent(self, future: oms.Future[Any]) -> None:
+        error = future.get_throwable()
+        if error is not None:
+            self.transport._on_batch_failed(error, 1)
+        self._done_direct()
+
+    def _done_direct(self) -> None:
+        with self._cond:
+            self._direct -= 1
             self._cond.notify_all()
 
     def stop(self, timeout: float) -> None:
@@ -552,10 +584,10 @@ class Sender:
         """Wait until what was queued has been answered (bounded by ``timeout``)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._pending or self._busy:
+            while self._pending or self._busy or self._direct:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    log.warning("%d message(s) still unsent", len(self._pending) + self._busy)
+                    log.warning("%d message(s) still unsent", len(self._pending) + self._busy + self._direct)
                     return
                 self._cond.wait(left)
 

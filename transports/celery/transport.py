@@ -413,6 +413,8 @@ class Fetcher:
                 self._stop.wait(delay)
                 continue
             if payloads and self._stop.is_set():  # received while the consumer was cancelled: visible again at once
+                if self.channel.connection is None:
+                    return  # the channel closed meanwhile and released what it held
                 for payload in payloads:
                     self.channel._handed_over()
                     self.channel._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
@@ -686,6 +688,7 @@ class Transport(virtual.Transport):
         self._meta: dict[str, QueueMeta] = {}
         self._bound: dict[str, dict[str, str]] = {}  # queue -> binding attributes this process stored
         self._binding_cache = _BindingCache()
+        self._refreshing = threading.Event()  # a background read of the binding table is under way
         self._touched: dict[str, float] = {}  # queue -> monotonic time of the last touch
         self._ready: deque[tuple[RocketMQChannel, str, dict[str, Any]]] = deque()
         self._ready_cond = threading.Condition()
@@ -1030,14 +1033,25 @@ class Transport(virtual.Transport):
             cache.append(binding)
 
     def _bindings(self, exchange: str, fresh: bool = False) -> list[Binding]:
+        """The broker's bindings of ``exchange``. ``fresh`` (fanout, nothing matched) reads the table now unless it
+        was read in the last 50 ms; otherwise a table older than ``binding_cache`` is read again in the background,
+        so a publish never waits for that read once one table is known."""
         cache = self._binding_cache
         age = time.monotonic() - cache.read_at
-        if age > self.options.binding_cache or (fresh and age > 0.05):
-            try:
-                self._read_bindings()
-            except oms.OMSException as exc:  # routing goes on with what is known; the next read tries again
-                log.warning("reading the binding table failed: %s", exc)
+        if cache.read_at == float("-inf") or (fresh and age > 0.05):
+            self._read_bindings_logged()
+        elif age > self.options.binding_cache and not self._refreshing.is_set():
+            self._refreshing.set()
+            threading.Thread(target=self._read_bindings_logged, name="rocketmq-bindings", daemon=True).start()
         return list(self._binding_cache.by_exchange.get(exchange, []))
+
+    def _read_bindings_logged(self) -> None:
+        try:
+            self._read_bindings()
+        except oms.OMSException as exc:  # routing goes on with what is known; the next read tries again
+            log.warning("reading the binding table failed: %s", exc)
+        finally:
+            self._refreshing.clear()
 
     def _read_bindings(self) -> None:
         _, _, admin = self._clients()

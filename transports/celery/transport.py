@@ -33,10 +33,11 @@ from kombu.utils.json import loads as kombu_loads
 import oms
 from oms.admin import ResourceManager
 from oms.consumer import PullConsumer
-from oms.consumer.config import ConsumerKeys
+from oms.consumer.config import MAX_RECEIVE_BATCH, ConsumerKeys
 from oms.errors import from_mq_error
 from oms.producer.producer import Producer
 from orbitmq.errors import MQError
+from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.validation import validate_body
 from transports.celery.options import (
     TransportOptions,
@@ -48,7 +49,6 @@ from transports.celery.options import (
 
 log = logging.getLogger("transports.celery")
 
-DEFAULT_PORT: Final = 9876
 # User properties our transport adds to a stored message.
 DUE_MS: Final = "kombu-due-ms"  # ETA (ms since the epoch) a timer message waits for
 EXPIRES_MS: Final = "kombu-expires-ms"  # per-message TTL (AMQP ``expiration``) as an absolute time
@@ -62,7 +62,6 @@ ATTR_TOUCHED: Final = "kombu.touched"
 ATTR_BIND_PREFIX: Final = "kombu.bind."
 MAX_TIMER_MS: Final = 24 * 3600 * 1000 - 60_000  # the broker's default maxDelayTimeMills is 24 h; hop beyond it
 TIMER_MIN_AHEAD_MS: Final = 20  # an ETA closer than this is sent as a normal message
-MAX_RECEIVE: Final = 32  # the broker caps one receive at 32 messages
 UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at most
 FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
 SETTLE_BATCH: Final = 256
@@ -396,7 +395,7 @@ class Fetcher:
         transport = self.channel.connection
         failures = 0
         while not self._stop.is_set():
-            reserved = self.channel._reserve(MAX_RECEIVE, self._stop, 1.0)
+            reserved = self.channel._reserve(MAX_RECEIVE_BATCH, self._stop, 1.0)
             if not reserved:
                 continue
             try:
@@ -656,7 +655,7 @@ class Transport(virtual.Transport):
     """``rocketmq://host:port[;host:port]`` (name servers or brokers); see docs/celery.md."""
 
     Channel = RocketMQChannel
-    default_port = DEFAULT_PORT  # type: ignore[assignment]
+    default_port = DEFAULT_NAMESRV_PORT  # type: ignore[assignment]
     driver_type = "rocketmq"
     driver_name = "orbitmq"
     polling_interval = None  # type: ignore[assignment]  # no client-side sleep: receives long-poll on the broker

@@ -6,14 +6,17 @@ The work still runs on the access point's loop; this side only awaits it, so not
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from rocketmq.grpc_protocol import definition_pb2
 
+from oms.client.endpoints import Endpoint
+from oms.consumer.calls import code_name
 from oms.consumer.config import MAX_RECEIVE_BATCH
 from oms.consumer.pull_base import PullConsumerBase, PullResult, timestamp_ms
 from oms.consumer.selector import MessageSelector
+from oms.errors import OMSException, exception_for
 from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
@@ -49,6 +52,37 @@ class AsyncPullConsumer:
     async def ack(self, target: BytesMessage | str) -> None:
         c = self.consumer
         await self._await(c._ack_async(*c._resolve(target)), c.config.timeout_s)
+
+    async def ack_batch(self, targets: Sequence[BytesMessage | str]) -> list[tuple[BytesMessage | str, OMSException]]:
+        """Acknowledge several received messages with one call per broker and topic (AckBatch where the broker has
+        it); returns the ones refused, with why. Unknown or expired handles are refused without a call."""
+        c = self.consumer
+        refused: list[tuple[BytesMessage | str, OMSException]] = []
+        calls: dict[tuple[Endpoint, str], list[tuple[BytesMessage | str, str, str]]] = {}
+        for target in targets:
+            try:
+                handle, held = c._resolve(target)
+            except OMSException as exc:
+                refused.append((target, exc))
+                continue
+            calls.setdefault((held.endpoint, held.topic), []).append((target, held.message_id, handle))
+        for (endpoint, topic), entries in calls.items():
+            refused.extend(await self._await(self._ack_entries(endpoint, topic, entries), c.config.timeout_s))
+        return refused
+
+    async def _ack_entries(
+        self, endpoint: Endpoint, topic: str, entries: list[tuple[BytesMessage | str, str, str]]
+    ) -> list[tuple[BytesMessage | str, OMSException]]:
+        c = self.consumer
+        failures = dict(await c._running_calls().ack(endpoint, topic, [(mid, handle) for _, mid, handle in entries]))
+        with c._state_lock:
+            for _, _, handle in entries:
+                c._forget(handle)
+        return [
+            (target, exception_for(failures[handle], f"ack of {mid} refused: {code_name(failures[handle])}"))
+            for target, mid, handle in entries
+            if handle in failures
+        ]
 
     async def change_invisible_duration(self, target: BytesMessage | str, invisible_ms: int) -> None:
         c = self.consumer

@@ -1,0 +1,387 @@
+"""Celery on OrbitMQ (the rocketmq:// transport) against Celery on Redis and on RabbitMQ, measured in the same run.
+
+``python -m benchmarks.bench_celery [--quick]`` (``make bench`` runs it through run_all). For each broker, a server
+started here on 127.0.0.1 with a fresh data dir, the Celery app of ``benchmarks/celery_bench_app.py`` and the same
+worker command for all (``celery worker -P prefork -c 2``, default flags, ``-l WARNING``):
+
+* publish rate: N no-op tasks sent with one producer (``send_task``), tasks/s;
+* drain rate: a worker started on the N queued tasks; from its first finished task to its last (its start-up is
+  not counted), tasks/s; each task appends one byte to a file, which is how completions are counted;
+* publish-to-start latency: sequential tasks 10 ms apart on a running worker, each writing ``now - sent``.
+
+Publish and drain are repeated (median reported). A peer whose server or client is missing is reported as
+"not installed" (``make bench-peers-install`` installs them). Every process started is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_peers import RABBIT_SERVER, _free_port, _log_tail, _missing, _stop_pid, _tree, _which
+from benchmarks.common import pct, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+N_FULL = 10_000
+N_QUICK = 2_000
+REPEATS_FULL = 3
+LATENCY_N_FULL = 300
+LATENCY_N_QUICK = 100
+LATENCY_GAP_S = 0.010
+WORKER_ARGS = ["-P", "prefork", "-c", "2", "-l", "WARNING", "-Q", "bench"]
+PHASE_TIMEOUT_S = 180.0
+TICK = "benchmarks.celery_bench_app.tick"
+STARTED = "benchmarks.celery_bench_app.started"
+
+
+class NotInstalled(Exception):
+    """The peer's server binary or Python client is missing."""
+
+
+# -- servers ------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def orbitmq_server(workdir: Path) -> Iterator[str]:
+    port = _free_port()
+    log = open(workdir / "broker.log", "wb")  # noqa: SIM115 - closed below
+    args = [sys.executable, "-m", "broker.cli", "--store", str(workdir / "store"), "--port", str(port)]
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        _wait(lambda: b"ready on" in (workdir / "broker.log").read_bytes(), proc, 60, "mqbroker")
+        yield f"rocketmq://127.0.0.1:{port}"
+    finally:
+        _stop_pid(proc)
+        log.close()
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    binary = _which("redis-server", "/usr/bin/redis-server")
+    if (why := _missing(binary, "redis-server", "redis")) is not None:
+        raise NotInstalled(why)
+    port = _free_port()
+    args = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(workdir), "--save", "",
+            "--appendonly", "no", "--daemonize", "no"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+
+        def ready() -> bool:
+            try:
+                return bool(client.ping())
+            except redis.ConnectionError:
+                return False
+
+        _wait(ready, proc, 15, "redis-server")
+        client.close()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        _stop_pid(proc)
+
+
+@contextmanager
+def rabbitmq_server(workdir: Path) -> Iterator[str]:
+    binary = RABBIT_SERVER if os.access(RABBIT_SERVER, os.X_OK) else None
+    if (why := _missing(binary, str(RABBIT_SERVER), "amqp")) is not None:
+        raise NotInstalled(why)
+    if os.geteuid() != 0:
+        raise NotInstalled("needs root to start rabbitmq-server from /usr/lib/rabbitmq/bin")
+    epmd_bin = _which("epmd", "/usr/lib/erlang/bin/epmd")
+    if epmd_bin is None:
+        raise NotInstalled("epmd not found (erlang-base missing)")
+    port, epmd_port, dist_port = _free_port(), _free_port(), _free_port()
+    base = workdir / "rabbitmq"
+    (base / "home").mkdir(parents=True)
+    (base / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = 127.0.0.1:{port}\nloopback_users.guest = true\ndisk_free_limit.absolute = 1GB\n"
+    )
+    (base / "enabled_plugins").write_text("[].\n")
+    (base / "rabbitmq-env.conf").write_text("")
+    env = {
+        **os.environ,
+        "HOME": str(base / "home"),
+        "RABBITMQ_NODENAME": f"orbitcelery{port}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
+        "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        "ERL_EPMD_ADDRESS": "127.0.0.1",
+        "ERL_EPMD_PORT": str(epmd_port),
+    }
+    epmd = subprocess.Popen(
+        [str(epmd_bin), "-address", "127.0.0.1", "-port", str(epmd_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    log = open(base / "stdout.log", "wb")  # noqa: SIM115 - closed below
+    server = subprocess.Popen([str(binary)], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=base)
+    pids: set[int] = set()
+    try:
+        from kombu import Connection
+
+        url = f"amqp://guest:guest@127.0.0.1:{port}//"
+
+        def ready() -> bool:
+            try:
+                with Connection(url, connect_timeout=2) as c:
+                    c.connect()
+                return True
+            except Exception:  # not up yet
+                return False
+
+        try:
+            _wait(ready, server, 120, "rabbitmq-server", interval=0.5)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {_log_tail(base / 'stdout.log')}") from None
+        pids = _tree(server.pid)
+        yield url
+    finally:
+        pids |= _tree(server.pid)
+        _stop_pid(server, grace_s=60)
+        for pid in pids - {server.pid}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _stop_pid(epmd)
+        log.close()
+
+
+BROKERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[str]]] = {
+    "orbitmq": orbitmq_server,
+    "redis": redis_server,
+    "rabbitmq": rabbitmq_server,
+}
+
+
+def _wait(ready: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float, what: str, interval=0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not ready after {timeout}s")
+        time.sleep(interval)
+
+
+# -- workers and measurements -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def worker(url: str, workdir: Path, name: str) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "ORBITMQ_BENCH_BROKER": url, "ORBITMQ_BENCH_DIR": str(workdir)}
+    cmd = [sys.executable, "-m", "celery", "-A", "benchmarks.celery_bench_app", "worker", "-n", f"{name}@%h"]
+    log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [*cmd, *WORKER_ARGS], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # pool children left behind
+        log.close()
+
+
+def _client(url: str) -> Any:
+    from celery import Celery
+
+    import transports.celery  # noqa: F401
+
+    app = Celery("orbitmq_bench_client", broker=url)
+    app.conf.update(task_ignore_result=True, task_default_queue="bench")
+    return app
+
+
+def publish(app: Any, n: int, run: str) -> float:
+    """Send ``n`` ticks with one producer; tasks/s."""
+    with app.producer_or_acquire() as producer:
+        app.send_task(TICK, args=(run,), producer=producer)  # connection, queue declaration: not timed
+        start = time.perf_counter()
+        for _ in range(n - 1):
+            app.send_task(TICK, args=(run,), producer=producer)
+        return (n - 1) / (time.perf_counter() - start)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def drain(url: str, workdir: Path, n: int, run: str, name: str) -> dict[str, Any]:
+    """Start a worker on ``n`` queued ticks: tasks/s from its first finished task to its last."""
+    trace = workdir / run
+    with worker(url, workdir, name) as proc:
+        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        while _size(trace) == 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker never ran a task: {_log_tail(workdir / f'{name}.log', 10)}")
+            time.sleep(0.002)
+        t0, first = time.perf_counter(), _size(trace)
+        while _size(trace) < n and time.monotonic() < deadline:
+            time.sleep(0.002)
+        elapsed = time.perf_counter() - t0
+        done = _size(trace)
+    return {"tasks": done, "rate": (done - first) / elapsed if elapsed > 0 else 0.0, "timed_out": done < n}
+
+
+def latency(app: Any, url: str, workdir: Path, count: int) -> dict[str, Any]:
+    trace = workdir / "latency"
+    with worker(url, workdir, "latency") as proc:
+        # warm up until the worker answers, then sequential tasks LATENCY_GAP_S apart
+        deadline = time.monotonic() + 60
+        while _size(trace) == 0:
+            app.send_task(STARTED, args=("latency", time.time()))
+            time.sleep(0.2)
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("latency worker did not start")
+        time.sleep(0.5)
+        trace.unlink()
+        with app.producer_or_acquire() as producer:
+            for _ in range(count):
+                app.send_task(STARTED, args=("latency", time.time()), producer=producer)
+                time.sleep(LATENCY_GAP_S)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            lines = trace.read_text().splitlines() if trace.exists() else []
+            if len(lines) >= count:
+                break
+            time.sleep(0.05)
+    ms = [float(x) for x in lines]
+    return {"count": len(ms), "p50_ms": round(pct(ms, 50), 2), "p90_ms": round(pct(ms, 90), 2),
+            "p99_ms": round(pct(ms, 99), 2)}  # fmt: skip
+
+
+def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]:
+    """Start every broker, then publish+drain round-robin over them ``repeats`` times (so a change of load on the
+    shared machine hits all of them alike), then each one's latency run."""
+    n = N_QUICK if quick else N_FULL
+    repeats = 1 if quick else REPEATS_FULL
+    latency_n = LATENCY_N_QUICK if quick else LATENCY_N_FULL
+    names = brokers or list(BROKERS)
+    results: dict[str, dict[str, Any]] = {}
+    live: dict[str, tuple[str, Any, Path]] = {}  # name -> (url, client app, workdir)
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"bench-celery-{name}-")))
+            try:
+                url = stack.enter_context(BROKERS[name](workdir))
+            except NotInstalled as exc:
+                results[name] = {"status": "not installed", "reason": str(exc)}
+                continue
+            except Exception as exc:  # recorded; the other brokers still run
+                results[name] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+                continue
+            app = _client(url)
+            stack.callback(_close_app, app)
+            live[name] = (url, app, workdir)
+            results[name] = {"status": "ok", "url": url, "publish_rates": [], "drains": []}
+        for i in range(repeats):
+            for name, (url, app, workdir) in live.items():
+                r = results[name]
+                if r["status"] != "ok":
+                    continue
+                print(f"bench_celery: {name} round {i + 1}/{repeats}", file=sys.stderr, flush=True)
+                try:
+                    r["publish_rates"].append(round(publish(app, n, f"drain-{i}")))
+                    r["drains"].append(drain(url, workdir, n, f"drain-{i}", f"drain{i}"))
+                except Exception as exc:
+                    r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+        for name, (url, app, workdir) in live.items():
+            r = results[name]
+            if r["status"] != "ok":
+                continue
+            try:
+                r["latency"] = latency(app, url, workdir, latency_n)
+            except Exception as exc:
+                r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+                continue
+            r["publish_rate"] = round(statistics.median(r["publish_rates"]))
+            r["drain_rate"] = round(statistics.median(d["rate"] for d in r["drains"]))
+            r["drains"] = [{**d, "rate": round(d["rate"])} for d in r["drains"]]
+            print(f"bench_celery: {name}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    return {
+        "tasks": n,
+        "repeats": repeats,
+        "latency_tasks": latency_n,
+        "worker": " ".join(WORKER_ARGS),
+        "brokers": results,
+        "summary": summary(results),
+    }
+
+
+def _close_app(app: Any) -> None:
+    app.pool.force_close_all()
+    app.close()
+
+
+def summary(brokers: dict[str, Any]) -> dict[str, Any]:
+    ours = brokers.get("orbitmq", {})
+    peers = {k: v for k, v in brokers.items() if k != "orbitmq" and v.get("status") == "ok"}
+    s: dict[str, Any] = {
+        name: (
+            {
+                "drain_tasks_per_s": r["drain_rate"],
+                "publish_tasks_per_s": r["publish_rate"],
+                "latency_p50_ms": r["latency"]["p50_ms"],
+                "latency_p99_ms": r["latency"]["p99_ms"],
+            }
+            if r.get("status") == "ok"
+            else r.get("status")
+        )
+        for name, r in brokers.items()
+    }
+    if ours.get("status") == "ok" and peers:
+        best = max(peers.values(), key=lambda r: r["drain_rate"])
+        s["drain_over_best_peer"] = round(ours["drain_rate"] / best["drain_rate"], 2)
+        s["publish_over_best_peer"] = round(ours["publish_rate"] / max(r["publish_rate"] for r in peers.values()), 2)
+        s["latency_p99_vs_peers"] = {
+            name: round(ours["latency"]["p99_ms"] / r["latency"]["p99_ms"], 2) for name, r in peers.items()
+        }
+        s["goal_drain_1_5x_best_peer"] = s["drain_over_best_peer"] >= 1.5
+        s["goal_p99_below_both"] = all(v < 1 for v in s["latency_p99_vs_peers"].values())
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("brokers", nargs="*", default=list(BROKERS))
+    args = parser.parse_args(argv)
+    result = run(args.quick, args.brokers)
+    path = write_result("celery", result)
+    print(json.dumps(result["summary"], indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

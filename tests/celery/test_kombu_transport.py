@@ -1,0 +1,434 @@
+"""kombu against the rocketmq transport and a real broker: the scenarios kombu's own integration suite runs on every
+transport (basic use, exchange types, TTL, priority, ack/reject/requeue), plus invisibility, ETA and bad input."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kombu import Connection, Consumer, Exchange, Producer, Queue
+
+import oms
+from tests.celery.conftest import INVISIBLE_S
+from tests.conftest import BrokerHandle
+from transports.celery.options import TransportOptions, topic_for_queue
+from transports.celery.transport import BrokerUnreachable
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = {"invisible_time": INVISIBLE_S, "polling_timeout": 1.0, "binding_cache": 0.2}
+
+
+@pytest.fixture
+def conn(broker_url: str) -> Iterator[Connection]:
+    with Connection(broker_url, transport_options=OPTIONS) as c:
+        c.connect()
+        yield c
+
+
+def _collect(conn: Connection, queue: Queue, n: int, timeout: float = 10.0, **consumer_kw: Any) -> list[Any]:
+    got: list[Any] = []
+    with Consumer(conn, [queue], callbacks=[lambda body, m: got.append((body, m))], **consumer_kw):
+        deadline = time.monotonic() + timeout
+        while len(got) < n and time.monotonic() < deadline:
+            try:
+                conn.drain_events(timeout=max(0.05, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+    return got
+
+
+def _ack_all(got: list[Any]) -> None:
+    for _, message in got:
+        message.ack()
+
+
+# -- basic functionality ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_publish_consume_keeps_body_headers_and_properties(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    with Producer(conn) as producer:
+        producer.publish(
+            {"n": 1, "text": "héllo"},
+            exchange=queue.exchange,
+            routing_key=qname,
+            declare=[queue],
+            headers={"trace": "abc"},
+            correlation_id="c-1",
+        )
+    got = _collect(conn, queue, 1)
+    assert len(got) == 1
+    body, message = got[0]
+    assert body == {"n": 1, "text": "héllo"}
+    assert message.headers["trace"] == "abc"
+    assert message.properties["correlation_id"] == "c-1"
+    assert message.delivery_tag.startswith("OMQ")  # the broker's receipt handle
+    assert message.delivery_info["routing_key"] == qname
+    message.ack()
+
+
+@pytest.mark.timeout(60)
+def test_empty_queue_gives_nothing_and_drain_times_out(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    channel = conn.default_channel
+    queue(channel).declare()
+    assert queue(channel).get() is None
+    started = time.monotonic()
+    with Consumer(conn, [queue], callbacks=[lambda body, m: None]), pytest.raises((TimeoutError, socket.timeout)):
+        conn.drain_events(timeout=0.5)
+    assert 0.4 < time.monotonic() - started < 5
+
+
+@pytest.mark.timeout(60)
+def test_simple_queue_and_simple_buffer(conn: Connection, qname: str) -> None:
+    with conn.SimpleQueue(qname) as sq:
+        for i in range(3):
+            sq.put({"i": i})
+        assert sq.qsize() == 3
+        received = []
+        for _ in range(3):
+            m = sq.get(timeout=10)
+            received.append(m.payload["i"])
+            m.ack()
+        assert sorted(received) == [0, 1, 2]
+        with pytest.raises(sq.Empty):
+            sq.get(timeout=0.5)
+        with pytest.raises(sq.Empty):
+            sq.get_nowait()
+    with conn.SimpleBuffer(qname + "-buf") as buf:
+        buf.put("no-ack")
+        assert buf.get(timeout=10).payload == "no-ack"  # no_ack: nothing to settle, and it never comes back
+        time.sleep(INVISIBLE_S + 1)
+        with pytest.raises(buf.Empty):
+            buf.get(timeout=0.5)
+
+
+# -- exchange types --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_direct_exchange_routes_by_key(conn: Connection, qname: str) -> None:
+    exchange = Exchange(qname, "direct")
+    red, blue = Queue(qname + "-red", exchange, routing_key="red"), Queue(qname + "-blue", exchange, routing_key="blue")
+    with Producer(conn, exchange=exchange) as producer:
+        producer.publish("r1", routing_key="red", declare=[red, blue])
+        producer.publish("b1", routing_key="blue")
+        producer.publish("r2", routing_key="red")
+        producer.publish("nobody", routing_key="green")  # no binding: dropped, as AMQP does
+    got_red = _collect(conn, red, 2)
+    got_blue = _collect(conn, blue, 1)
+    assert sorted(b for b, _ in got_red) == ["r1", "r2"]
+    assert [b for b, _ in got_blue] == ["b1"]
+    _ack_all(got_red + got_blue)
+
+
+@pytest.mark.timeout(60)
+def test_topic_exchange_matches_patterns(conn: Connection, qname: str) -> None:
+    exchange = Exchange(qname, "topic")
+    stock = Queue(qname + "-stock", exchange, routing_key="stock.*")
+    anything_eu = Queue(qname + "-eu", exchange, routing_key="#.eu")
+    with Producer(conn, exchange=exchange) as producer:
+        producer.publish("s-us", routing_key="stock.us", declare=[stock, anything_eu])
+        producer.publish("s-eu", routing_key="stock.eu")
+        producer.publish("bond-eu", routing_key="bond.gov.eu")
+    got_stock = _collect(conn, stock, 2)
+    got_eu = _collect(conn, anything_eu, 2)
+    assert sorted(b for b, _ in got_stock) == ["s-eu", "s-us"]
+    assert sorted(b for b, _ in got_eu) == ["bond-eu", "s-eu"]
+    _ack_all(got_stock + got_eu)
+
+
+@pytest.mark.timeout(60)
+def test_fanout_reaches_queues_bound_by_another_connection(conn: Connection, broker_url: str, qname: str) -> None:
+    exchange = Exchange(qname, "fanout")
+    queues = [Queue(f"{qname}-{i}", exchange) for i in range(2)]
+    for q in queues:
+        q(conn.default_channel).declare()  # bindings made here...
+    with Connection(broker_url, transport_options=OPTIONS) as publisher, Producer(publisher) as producer:
+        # ...are stored in the broker, so this connection (another process, as far as kombu knows) sees them
+        producer.publish({"to": "all"}, exchange=exchange, routing_key="ignored")
+    for q in queues:
+        got = _collect(conn, q, 1)
+        assert [b for b, _ in got] == [{"to": "all"}]
+        _ack_all(got)
+
+
+# -- time to live, priority ------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_message_expiration_and_queue_message_ttl(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    short = Queue(qname + "-ttl", Exchange(qname + "-ttl", "direct"), routing_key="k", message_ttl=0.5)
+    with Producer(conn) as producer:
+        producer.publish("expires", exchange=queue.exchange, routing_key=qname, declare=[queue], expiration=0.5)
+        producer.publish("stays", exchange=queue.exchange, routing_key=qname)
+        producer.publish("queue-ttl", exchange=short.exchange, routing_key="k", declare=[short])
+    time.sleep(1.0)
+    got = _collect(conn, queue, 2, timeout=3)
+    assert [b for b, _ in got] == ["stays"]
+    assert _collect(conn, short, 1, timeout=2) == []
+    _ack_all(got)
+
+
+@pytest.mark.timeout(60)
+def test_priority_higher_number_first(conn: Connection, qname: str) -> None:
+    """The rule: on a queue declared with x-max-priority, higher numbers are served first (AMQP's order), in the
+    buckets 0-2, 3-5, 6-8 and 9; within a bucket, in publish order."""
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname, max_priority=9)
+    with Producer(conn) as producer:
+        for p in (0, 9, 3, 6, 1, 7):
+            producer.publish({"p": p}, exchange=queue.exchange, routing_key=qname, declare=[queue], priority=p)
+    order = []
+    channel = conn.channel()
+    for _ in range(6):
+        m = queue(channel).get()
+        assert m is not None
+        order.append(m.payload["p"])
+        m.ack()
+    buckets = [p // 3 for p in order]
+    assert buckets == sorted(buckets, reverse=True), order
+    assert order[0] == 9
+    channel.close()
+
+
+# -- ack / reject / requeue ------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_ack_reject_requeue(conn: Connection, broker_url: str, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    with Producer(conn) as producer:
+        for body in ("acked", "requeued", "dead"):
+            producer.publish(body, exchange=queue.exchange, routing_key=qname, declare=[queue])
+    first = {b: m for b, m in _collect(conn, queue, 3)}
+    assert set(first) == {"acked", "requeued", "dead"}
+    assert not any(m.delivery_info.get("redelivered") or m._raw.get("redelivered") for m in first.values())
+    first["acked"].ack()
+    first["requeued"].reject(requeue=True)
+    first["dead"].reject(requeue=False)
+    again = _collect(conn, queue, 1, timeout=3)
+    assert [b for b, _ in again] == ["requeued"]  # at once, not after the invisible time
+    assert again[0][1].delivery_info.get("redelivered") or again[0][1]._raw["redelivered"]
+    again[0][1].ack()
+    # nothing else comes back once the invisible time has passed: the ack held, the rejected one is dead-lettered
+    time.sleep(INVISIBLE_S + 1)
+    assert _collect(conn, queue, 1, timeout=1.5) == []
+    group = f"kombu_{topic_for_queue(qname)}"
+    with oms.get_messaging_access_point(f"oms:rocketmq://{broker_url.split('://')[1]}/") as ap:
+        dlq = ap.create_pull_consumer(consumer_id=f"dlq-reader-{qname}"[:60], consume_from_where="first")
+        dlq.attach_queue(f"%DLQ%{group}")
+        dlq.startup()
+        letters = dlq.batch_receive(8, 5)
+    assert len(letters) == 1
+    stored = json.loads(letters[0].body)
+    assert base64.b64decode(stored["body"]) == b"dead"
+
+
+@pytest.mark.timeout(90)
+def test_held_message_stays_invisible_then_returns_when_channel_closes(conn: Connection, broker_url: str) -> None:
+    qname = "held-renewed"
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    with Producer(conn) as producer:
+        producer.publish("long task", exchange=queue.exchange, routing_key=qname, declare=[queue])
+    holder = conn.channel()
+    m = queue(holder).get()
+    assert m is not None and m.payload == "long task"
+    with Connection(broker_url, transport_options=OPTIONS) as other:
+        time.sleep(INVISIBLE_S * 2.5)  # the renewer keeps it invisible past its invisible time
+        assert queue(other.default_channel).get() is None
+        holder.close()  # a closing channel (warm shutdown) makes what it held visible at once
+        deadline = time.monotonic() + 3
+        back = None
+        while back is None and time.monotonic() < deadline:
+            back = queue(other.default_channel).get()
+        assert back is not None and back.payload == "long task"
+        back.ack()
+
+
+@pytest.mark.timeout(60)
+def test_prefetch_one_holds_one(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    with Producer(conn) as producer:
+        for i in range(5):
+            producer.publish(i, exchange=queue.exchange, routing_key=qname, declare=[queue])
+    got: list[Any] = []
+    channel = conn.channel()
+    with Consumer(channel, [queue], callbacks=[lambda b, m: got.append(m)], prefetch_count=1):
+        conn.drain_events(timeout=10)
+        time.sleep(1.0)  # a fetcher ignoring prefetch would have brought more by now
+        with pytest.raises((TimeoutError, socket.timeout)):
+            conn.drain_events(timeout=0.5)
+        assert len(got) == 1
+        assert len(channel._held) == 1
+        got[0].ack()
+        conn.drain_events(timeout=10)
+        assert len(got) == 2
+        got[1].ack()
+    channel.close()
+
+
+# -- ETA on the broker -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_eta_header_waits_on_the_broker(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    eta = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
+    with Producer(conn) as producer:
+        producer.publish("later", exchange=queue.exchange, routing_key=qname, declare=[queue], headers={"eta": eta})
+        producer.publish("now", exchange=queue.exchange, routing_key=qname)
+    early = _collect(conn, queue, 2, timeout=2)
+    assert [b for b, _ in early] == ["now"]
+    _ack_all(early)
+    late = _collect(conn, queue, 1, timeout=10)
+    assert [b for b, _ in late] == ["later"]
+    assert dt.datetime.now(dt.UTC) >= eta - dt.timedelta(milliseconds=50)
+    _ack_all(late)
+
+
+# -- queue management ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_purge_size_delete(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    with Producer(conn) as producer:
+        for i in range(4):
+            producer.publish(i, exchange=queue.exchange, routing_key=qname, declare=[queue])
+    bound = queue(conn.default_channel)
+    assert bound.queue_declare(passive=True).message_count == 4
+    assert bound.purge() == 4
+    assert bound.get() is None
+    bound.delete()
+    with pytest.raises(conn.channel_errors):
+        bound.queue_declare(passive=True)
+
+
+@pytest.mark.timeout(60)
+def test_abandoned_queue_with_expires_is_deleted(broker_url: str, qname: str) -> None:
+    options = {**OPTIONS, "expiry_check_interval": 0.5}
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname, expires=1.0)
+    with Connection(broker_url, transport_options=options) as c:
+        queue(c.default_channel).declare()
+        assert queue(c.default_channel).queue_declare(passive=True)
+        time.sleep(3.0)  # nobody consumes it for longer than x-expires: the keeper deletes it
+        with pytest.raises(c.channel_errors):
+            c.transport._meta.clear()
+            queue(c.default_channel).queue_declare(passive=True)
+
+
+@pytest.mark.timeout(60)
+def test_expired_queue_declared_again_gets_its_bindings_back(broker_url: str, qname: str) -> None:
+    """A long-lived client (Flower, a reply queue) whose expiring queue another process deleted while it was idle
+    declares it again: publishers elsewhere route to it again, though kombu does not bind what it bound once."""
+    exchange = Exchange(qname, "direct")
+    queue = Queue(qname, exchange, routing_key="k", expires=1.0)
+    with (
+        Connection(broker_url, transport_options={**OPTIONS, "expiry_check_interval": 600}) as owner,
+        Connection(broker_url, transport_options={**OPTIONS, "expiry_check_interval": 0.5}) as other,
+    ):
+        queue(owner.default_channel).declare()
+        other.connect()
+        time.sleep(3.0)  # the other connection's keeper deletes the idle queue meanwhile
+        assert other.transport._queue_meta(qname, create=False) is None
+        queue(owner.default_channel).declare()
+        with Producer(other) as producer:
+            producer.publish("again", exchange=exchange, routing_key="k")
+        got = _collect(owner, queue, 1, timeout=5)
+        assert [b for b, _ in got] == ["again"]
+        _ack_all(got)
+
+
+@pytest.mark.timeout(60)
+def test_transport_selected_by_path_without_the_alias(celery_broker: BrokerHandle, qname: str) -> None:
+    """``broker_transport = "transports.celery.transport:Transport"`` needs no alias: a scheme kombu does not know
+    fails on its own, and works once the transport is given by path."""
+    url = f"orbitmq://{celery_broker.addr}"
+    with pytest.raises(KeyError, match="orbitmq"):
+        Connection(url).connect()
+    path = "transports.celery.transport:Transport"
+    with Connection(url, transport=path, transport_options=OPTIONS) as c:
+        sq = c.SimpleQueue(qname)
+        sq.put("by path")
+        m = sq.get(timeout=10)
+        assert m.payload == "by path"
+        m.ack()
+        sq.close()
+
+
+# -- bad input -------------------------------------------------------------------------------------------------
+
+
+def test_unknown_transport_option_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown option 'visiblity_timeout'"):
+        TransportOptions.parse({"visiblity_timeout": 3})
+    with pytest.raises(ValueError, match=r"invisible_time=1.0 is outside \[3.0"):
+        TransportOptions.parse({"invisible_time": 1})
+    with pytest.raises(ValueError, match="priority_steps"):
+        TransportOptions.parse({"priority_steps": [3, 6]})
+    assert TransportOptions.parse({"visibility_timeout": 3600}).invisible_time == 30.0  # Redis's: ignored
+
+
+@pytest.mark.timeout(60)
+def test_unknown_url_option_and_bad_host(celery_broker: BrokerHandle) -> None:
+    with pytest.raises(ValueError, match="unknown option 'groop'"):
+        Connection(f"rocketmq://{celery_broker.addr}", transport_options={"groop": "x"}).connect()
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        Connection(f"rocketmq://{celery_broker.addr}?groop=x").connect()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with pytest.raises(BrokerUnreachable, match=f"127.0.0.1:{port}"):
+        Connection(f"rocketmq://127.0.0.1:{port}", transport_options={"operation_timeout": 1}).connect()
+
+
+@pytest.mark.timeout(60)
+def test_over_limit_message_is_refused_at_publish_and_nothing_is_lost(conn: Connection, qname: str) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    with Producer(conn) as producer:
+        producer.publish("before", exchange=queue.exchange, routing_key=qname, declare=[queue])
+        with pytest.raises(oms.OMSMessageFormatException, match="limit"):
+            producer.publish("x" * (5 * 1024 * 1024), exchange=queue.exchange, routing_key=qname)
+        producer.publish("after", exchange=queue.exchange, routing_key=qname)
+    got = _collect(conn, queue, 3, timeout=3)
+    assert sorted(b for b, _ in got) == ["after", "before"]
+    _ack_all(got)
+
+
+@pytest.mark.timeout(60)
+def test_oms_ack_batch_acks_in_one_call_and_names_refusals(celery_broker: BrokerHandle, qname: str) -> None:
+    """``AsyncPullConsumer.ack_batch`` (added for this transport): acked messages stay acked, an unknown handle is
+    refused without losing the others."""
+    import asyncio
+
+    with oms.get_messaging_access_point(f"oms:rocketmq://{celery_broker.addr}/") as ap:
+        with ap.create_producer() as producer:
+            for i in range(3):
+                producer.send(oms.BytesMessage(f"m{i}", qname))
+        consumer = ap.create_pull_consumer(
+            {"rmq.invisible.time": 3000, "rmq.pull.batch.size": 1}, consumer_id=f"acker-{qname}"[:60],
+            consume_from_where="first",
+        )  # fmt: skip
+        consumer.attach_queue(qname)
+        consumer.startup()
+        got: list[oms.BytesMessage] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += consumer.batch_receive(3 - len(got), 2)
+        assert len(got) == 3
+        refused = asyncio.run(consumer.aio().ack_batch([*got, "OMQ2.not-a-handle"]))
+        assert [t for t, _ in refused] == ["OMQ2.not-a-handle"]
+        assert "unknown receipt handle" in str(refused[0][1])
+        time.sleep(3.5)  # past the invisible time: nothing comes back
+        assert consumer.batch_receive(3, 1) == []
+        consumer.shutdown()

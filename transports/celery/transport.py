@@ -1,0 +1,1220 @@
+"""The kombu transport behind ``broker_url="rocketmq://host:port"``: kombu queues on OrbitMQ topics, over ``oms``.
+
+A kombu queue is a MIXED topic consumed by one group with receive/ack: a delivered message is invisible on the broker
+and its receipt handle is the delivery tag. ETA/countdown become timer messages; bindings live in topic attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from queue import Empty, SimpleQueue
+from typing import Any, Final
+
+from kombu.transport import virtual
+from kombu.transport.base import to_rabbitmq_queue_arguments
+from kombu.utils.json import dumps as kombu_dumps
+from kombu.utils.json import loads as kombu_loads
+
+import oms
+from oms.admin import ResourceManager
+from oms.consumer import PullConsumer
+from oms.consumer.config import MAX_RECEIVE_BATCH, ConsumerKeys
+from oms.errors import from_mq_error
+from oms.producer.producer import Producer
+from orbitmq.errors import MQError
+from orbitmq.limits import DEFAULT_NAMESRV_PORT
+from orbitmq.topics import dlq_topic
+from orbitmq.validation import validate_body
+from transports.celery.options import (
+    TransportOptions,
+    bucket_of,
+    bucket_topic,
+    group_for_topic,
+    topic_for_queue,
+)
+
+log = logging.getLogger("transports.celery")
+
+# User properties our transport adds to a stored message.
+DUE_MS: Final = "kombu-due-ms"  # ETA (ms since the epoch) a timer message waits for
+EXPIRES_MS: Final = "kombu-expires-ms"  # per-message TTL (AMQP ``expiration``) as an absolute time
+ORIGIN_QUEUE: Final = "kombu-queue"
+# Topic attributes: what a queue was declared with, and its bindings (one attribute each).
+ATTR_QUEUE: Final = "kombu.queue"
+ATTR_MAX_PRIORITY: Final = "kombu.max-priority"
+ATTR_MESSAGE_TTL: Final = "kombu.message-ttl"
+ATTR_EXPIRES: Final = "kombu.expires"
+ATTR_TOUCHED: Final = "kombu.touched"
+ATTR_BIND_PREFIX: Final = "kombu.bind."
+MAX_TIMER_MS: Final = 24 * 3600 * 1000 - 60_000  # the broker's default maxDelayTimeMills is 24 h; hop beyond it
+TIMER_MIN_AHEAD_MS: Final = 20  # an ETA closer than this is sent as a normal message
+UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at most
+FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
+SETTLE_BATCH: Final = 256
+ACK_LINGER_S: Final = 0.005  # an ack waits this long for others to share its AckBatch call
+RECEIVE_LINGER_S: Final = 0.003  # a receive waits this long for more credit when under half the prefetch is free
+SEND_BATCH: Final = 128  # messages per send request
+RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+class BrokerUnreachable(ConnectionError):
+    """No OrbitMQ name server or broker answered at the URL's address."""
+
+
+class PublishFailed(ConnectionError):
+    """A send still in flight when ``basic_publish`` returned failed on the broker (raised by the next publish)."""
+
+
+class Settle(Enum):
+    """What happens to a held message."""
+
+    ACK = "ack"
+    REQUEUE = "requeue"  # visible again at once
+    DEAD_LETTER = "dead-letter"  # copied to %DLQ%<group>, then acked
+    RENEW = "renew"  # invisible for another invisible_time
+
+
+@dataclass
+class Held:
+    """A received message the broker keeps invisible for us: buffered, or handed to kombu and not yet settled."""
+
+    consumer: PullConsumer
+    message: oms.BytesMessage
+    queue: str
+    group: str
+    renew_at: float  # time.monotonic() when the renewer extends its invisibility
+    channel: RocketMQChannel | None = None
+
+
+@dataclass(frozen=True)
+class QueueMeta:
+    """What a queue was declared with, as stored in its topic's attributes."""
+
+    queue: str
+    topic: str
+    max_priority: int = 0
+    message_ttl_ms: int = 0
+    expires_ms: int = 0
+
+    def topics(self, steps: tuple[int, ...]) -> list[str]:
+        """Bucket topics, highest priority first (just the queue's topic without priorities)."""
+        if not self.max_priority:
+            return [self.topic]
+        return [bucket_topic(self.topic, s) for s in sorted(steps, reverse=True) if s <= self.max_priority]
+
+
+@dataclass(frozen=True)
+class Binding:
+    exchange: str
+    exchange_type: str
+    routing_key: str
+    pattern: str
+    queue: str
+
+    def attribute(self) -> tuple[str, str]:
+        key = json.dumps([self.exchange, self.routing_key, self.pattern], separators=(",", ":"))
+        digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
+        value = json.dumps(
+            {"e": self.exchange, "t": self.exchange_type, "r": self.routing_key, "p": self.pattern},
+            separators=(",", ":"),
+        )
+        return ATTR_BIND_PREFIX + digest, value
+
+
+def _queue_args(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return dict(kwargs.get("arguments") or {})
+
+
+def _eta_ms(headers: dict[str, Any]) -> int | None:
+    """Celery protocol 2 puts the ETA in ``headers['eta']`` (ISO 8601); naive times are UTC (``enable_utc``)."""
+    raw = headers.get("eta")
+    if not raw:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(str(raw))
+    except ValueError:
+        log.warning("eta header %r is not ISO 8601; the message is sent without a delay", raw)
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+class QoS(virtual.QoS):
+    """kombu's prefetch ledger; settling goes to the broker (ack, visible again, dead letter)."""
+
+    channel: RocketMQChannel
+
+    def ack(self, delivery_tag: str) -> None:
+        self.channel._settle(delivery_tag, Settle.ACK)
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self.channel._settle(delivery_tag, Settle.REQUEUE if requeue else Settle.DEAD_LETTER)
+        self._quick_ack(delivery_tag)
+
+    def restore_unacked(self) -> list[Any]:
+        """Warm shutdown: every held message becomes visible again at once; nothing to re-publish."""
+        self._flush()
+        self._delivered.clear()
+        if self.channel.connection is not None and not self.channel.connection._forked():
+            self.channel._release_all()
+        return []
+
+
+class RocketMQChannel(virtual.Channel):
+    """One kombu channel: storage primitives on topics, consumers fed by background long polls."""
+
+    QoS = QoS
+    supports_fanout = True
+    do_restore = True
+    connection: Transport
+
+    def __init__(self, connection: Transport, **kwargs: Any) -> None:
+        super().__init__(connection, **kwargs)
+        self._cond = threading.Condition()
+        self._held: dict[str, Held] = {}  # delivery tag (first receipt handle) -> message
+        self._buffered = 0  # received, not yet handed to kombu
+        self._reserved = 0  # receives in flight may bring this many
+        self._fetchers: dict[str, Fetcher] = {}
+        self._no_ack: set[str] = set()
+
+    # -- storage primitives ------------------------------------------------------------------------------------
+
+    def prepare_queue_arguments(self, arguments: dict[str, Any] | None, **kwargs: Any) -> dict[str, Any]:
+        """``Queue(expires=, message_ttl=, max_priority=)`` as x-arguments, as for RabbitMQ (kombu's default drops
+        them for virtual transports)."""
+        return dict(to_rabbitmq_queue_arguments(arguments or {}, **kwargs))
+
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        self.connection._declare(queue, _queue_args(kwargs), bool(kwargs.get("auto_delete")))
+
+    def _has_queue(self, queue: str, **kwargs: Any) -> bool:
+        return self.connection._queue_meta(queue, create=False) is not None
+
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        self.connection._publish(queue, message)
+
+    def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str, **kwargs: Any) -> None:
+        for queue in sorted({b.queue for b in self.connection._bindings(exchange, fresh=True)}):
+            self._put(queue, message)
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        exchange_type = self.state.exchanges.get(exchange, {}).get("type", "direct")
+        self.connection._bind(Binding(exchange, exchange_type, routing_key, pattern or "", queue))
+
+    def get_table(self, exchange: str) -> list[tuple[str, str, str]]:
+        local = list(self.state.exchanges[exchange]["table"]) if exchange in self.state.exchanges else []
+        remote = [(b.routing_key, b.pattern, b.queue) for b in self.connection._bindings(exchange)]
+        return list(dict.fromkeys([*local, *remote]))
+
+    def typeof(self, exchange: str, default: str = "direct") -> Any:
+        if exchange in self.state.exchanges:
+            return super().typeof(exchange, default)
+        for b in self.connection._bindings(exchange):
+            return self.exchange_types[b.exchange_type]
+        return self.exchange_types[default]
+
+    def _lookup(self, exchange: str, routing_key: str, default: str | None = None) -> list[str]:
+        found: list[str] = super()._lookup(exchange, routing_key, default)
+        if not found and exchange:  # a binding made moments ago in another process: read the table again
+            self.connection._bindings(exchange, fresh=True)
+            found = super()._lookup(exchange, routing_key, default)
+        return found
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
+        got = self.connection._receive(self, queue, 1, 0.0)
+        if not got:
+            raise Empty()
+        return got[0]
+
+    def _size(self, queue: str) -> int:
+        return self.connection._size(queue)
+
+    def _purge(self, queue: str) -> int:
+        return self.connection._purge(queue)
+
+    def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
+        self.connection._delete_queue(queue)
+
+    def queue_delete(self, queue: str, if_unused: bool = False, if_empty: bool = False, **kwargs: Any) -> None:
+        if if_empty and self._size(queue):
+            return
+        self.state.queue_bindings_delete(queue)
+        self.connection._delete_queue(queue)
+
+    # -- consuming ---------------------------------------------------------------------------------------------
+
+    def basic_consume(
+        self, queue: str, no_ack: bool, callback: Callable[..., Any], consumer_tag: str, **kw: Any
+    ) -> Any:
+        result = super().basic_consume(queue, no_ack, callback, consumer_tag, **kw)
+        if no_ack:
+            self._no_ack.add(queue)
+        if queue not in self._fetchers:
+            fetcher = Fetcher(self, queue)
+            self._fetchers[queue] = fetcher
+            fetcher.start()
+        return result
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        queue = self._tag_to_queue.get(consumer_tag)
+        result = super().basic_cancel(consumer_tag)
+        if queue is not None and queue not in self._active_queues:
+            fetcher = self._fetchers.pop(queue, None)
+            if fetcher is not None:
+                fetcher.stop()
+            self._no_ack.discard(queue)
+        return result
+
+    def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
+        message = super().basic_get(queue, no_ack, **kwargs)
+        if message is not None and no_ack:
+            self._settle(message.delivery_tag, Settle.ACK)
+        return message
+
+    def basic_qos(self, prefetch_size: int = 0, prefetch_count: int = 0, apply_global: bool = False) -> None:
+        super().basic_qos(prefetch_size, prefetch_count, apply_global)
+        self._wake()
+
+    def _restore(self, message: Any) -> None:
+        self._settle(message.delivery_tag, Settle.REQUEUE)
+
+    def close(self) -> None:
+        if self.connection is not None and not self.connection._forked():
+            for fetcher in list(self._fetchers.values()):
+                fetcher.stop()
+            self._release_all()
+        elif self._qos is not None:
+            self._qos.restore_at_shutdown = False  # a forked child's copy: the parent still holds these messages
+        super().close()
+
+    # -- the held ledger ----------------------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _credits(self) -> int:
+        """How many more messages this channel may hold (kombu's prefetch minus what is held or coming)."""
+        qos = self.qos
+        unsettled = len(qos._delivered) - len(qos._dirty)
+        limit = qos.prefetch_count or UNLIMITED_BUFFER
+        return limit - unsettled - self._buffered - self._reserved
+
+    def _reserve(self, want: int, stop: threading.Event, wait_s: float) -> int:
+        """Take up to ``want`` credits for a receive. Credits come back one task at a time: with fewer than half the
+        prefetch free, wait up to RECEIVE_LINGER_S for more, so one receive brings several tasks."""
+        with self._cond:
+            deadline = time.monotonic() + wait_s
+            linger_until: float | None = None
+            while not stop.is_set():
+                n = min(want, self._credits())
+                enough = min(want, max(1, self.qos.prefetch_count // 2))
+                now = time.monotonic()
+                if n >= enough or (n > 0 and linger_until is not None and now >= linger_until):
+                    self._reserved += n
+                    return n
+                if n > 0 and linger_until is None:
+                    linger_until = now + RECEIVE_LINGER_S
+                until = linger_until if n > 0 and linger_until is not None else deadline
+                if n == 0 and now >= deadline:
+                    return 0
+                self._cond.wait(max(0.0, until - now))
+            return 0
+
+    def _received(self, reserved: int, held: list[Held], buffered: bool) -> None:
+        with self._cond:
+            self._reserved -= reserved
+            for h in held:
+                h.channel = self
+                self._held[h.message.receipt_handle or ""] = h
+            if buffered:
+                self._buffered += len(held)
+
+    def _handed_over(self) -> None:
+        with self._cond:
+            self._buffered -= 1
+
+    def _settle(self, delivery_tag: str, how: Settle) -> None:
+        with self._cond:
+            held = self._held.pop(delivery_tag, None)
+            self._cond.notify_all()
+        if held is None:
+            log.debug("delivery tag %.24s... is not held (settled already)", delivery_tag)
+            return
+        self.connection._settler.submit(how, held)
+
+    def _release_all(self) -> None:
+        """Make everything this channel holds visible again (warm shutdown, channel close)."""
+        with self._cond:
+            held = list(self._held.values())
+            self._held.clear()
+            self._buffered = 0
+            self._cond.notify_all()
+        if held:
+            log.info("making %d held message(s) visible again", len(held))
+            self.connection._settler.settle_now(Settle.REQUEUE, held)
+
+    def _due_for_renewal(self, now: float) -> list[Held]:
+        with self._cond:
+            return [h for h in self._held.values() if h.renew_at <= now]
+
+
+class Fetcher:
+    """Long-polls one queue for its channel while the channel has credit; hands messages to the transport."""
+
+    def __init__(self, channel: RocketMQChannel, queue: str) -> None:
+        self.channel = channel
+        self.queue = queue
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"rocketmq-fetch-{queue}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.channel._wake()
+
+    def _run(self) -> None:
+        transport = self.channel.connection
+        failures = 0
+        while not self._stop.is_set():
+            reserved = self.channel._reserve(MAX_RECEIVE_BATCH, self._stop, 1.0)
+            if not reserved:
+                continue
+            try:
+                payloads = transport._receive(
+                    self.channel, self.queue, reserved, transport.options.polling_timeout, reserved=reserved
+                )
+                failures = 0
+            except Exception as exc:  # the broker may be restarting: keep polling with backoff
+                if self._stop.is_set():
+                    return  # the connection is closing: this receive was cut short on purpose
+                delay = RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]
+                failures += 1
+                log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, exc, delay)
+                self._stop.wait(delay)
+                continue
+            if payloads and self._stop.is_set():  # received while the consumer was cancelled: visible again at once
+                if self.channel.connection is None:
+                    return  # the channel closed meanwhile and released what it held
+                for payload in payloads:
+                    self.channel._handed_over()
+                    self.channel._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
+            elif payloads:
+                transport._ready_for(self.channel, self.queue, payloads)
+
+
+class Settler:
+    """One thread settles held messages: acks, requeues, dead letters and renewals, many in flight at once.
+
+    Ops on one message never overlap: a renewal changes the receipt handle that the next op must use.
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self._ops: SimpleQueue[tuple[Settle, Held, threading.Event | None] | None] = SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="rocketmq-settle", daemon=True)
+        self._loop = asyncio.new_event_loop()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, how: Settle, held: Held) -> None:
+        self._ops.put((how, held, None))
+
+    def settle_now(self, how: Settle, held: list[Held], timeout: float = 10.0) -> None:
+        events = []
+        for h in held:
+            event = threading.Event()
+            events.append(event)
+            self._ops.put((how, h, event))
+        deadline = time.monotonic() + timeout
+        for event in events:
+            if not event.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("settling %d message(s) did not finish within %.1fs", len(held), timeout)
+                return
+
+    def stop(self) -> None:
+        self._ops.put(None)
+        self._thread.join(10.0)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            while True:
+                first = self._ops.get()
+                if first is None:
+                    return
+                batch = [first]
+                if first[0] is Settle.ACK and first[2] is None:
+                    time.sleep(ACK_LINGER_S)  # acks that come meanwhile share the call (the credit is already free)
+                with contextlib.suppress(Empty):
+                    while len(batch) < SETTLE_BATCH:
+                        op = self._ops.get_nowait()
+                        if op is None:
+                            self._ops.put(None)
+                            break
+                        batch.append(op)
+                self._loop.run_until_complete(self._settle(batch))
+        finally:
+            self._loop.close()
+
+    async def _settle(self, batch: list[tuple[Settle, Held, threading.Event | None]]) -> None:
+        final: dict[int, tuple[Settle, Held, list[threading.Event]]] = {}
+        for how, held, event in batch:
+            key = id(held)
+            prev = final.get(key)
+            events = ([event] if event else []) + (prev[2] if prev else [])
+            if prev is not None and how is Settle.RENEW:
+                how = prev[0]  # a renewal never overrides an ack or a requeue of the same message
+            final[key] = (how, held, events)
+        acks: dict[int, list[Held]] = {}  # consumer -> its messages to ack, one call for all of them
+        others = []
+        for how, held, _ in final.values():
+            if how is Settle.ACK:
+                acks.setdefault(id(held.consumer), []).append(held)
+            else:
+                others.append(self._one(how, held))
+        await asyncio.gather(*others, *(self._ack(group) for group in acks.values()))
+        for _, _, events in final.values():
+            for event in events:
+                event.set()
+
+    async def _ack(self, held: list[Held]) -> None:
+        try:
+            refused = await held[0].consumer.aio().ack_batch([h.message for h in held])
+        except Exception as exc:  # the broker makes them visible again after the invisible time: nothing is lost
+            log.warning("ack of %d message(s) of %s failed: %s", len(held), held[0].queue, exc)
+            return
+        for _, why in refused:
+            log.warning("ack of a message of %s refused: %s", held[0].queue, why)
+
+    async def _one(self, how: Settle, held: Held) -> None:
+        aio = held.consumer.aio()
+        try:
+            if how is Settle.REQUEUE:
+                await aio.change_invisible_duration(held.message, 0)
+            elif how is Settle.RENEW:
+                await aio.change_invisible_duration(held.message, self.transport._invisible_ms)
+                held.renew_at = time.monotonic() + self.transport._renew_after_s
+            else:
+                await self.transport._dead_letter(held)
+                await aio.ack(held.message)
+        except Exception as exc:  # the broker makes it visible again after the invisible time: nothing is lost
+            log.warning("%s of a message of %s failed: %s", how.value, held.queue, exc)
+
+
+class Sender:
+    """One thread sends what publishes queued, many messages per request, at most ``publish_window`` waiting."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self._pending: deque[oms.BytesMessage] = deque()
+        self._busy = 0  # messages taken by the thread and not answered yet
+        self._direct = 0  # messages sent by publishers themselves, not answered yet
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="rocketmq-send", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, message: oms.BytesMessage) -> None:
+        t = self.transport
+        window = t.options.publish_window
+        with self._cond:
+            deadline = time.monotonic() + t.options.operation_timeout * 2
+            while len(self._pending) + self._busy + self._direct >= window:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PublishFailed(f"{window} sends waited over {t.options.operation_timeout * 2:.1f}s")
+                self._cond.wait(left)
+            # Nothing on its way: send from here (no hand-over to the thread, the lowest latency); else queue it
+            # behind what is on its way, and the thread sends the queue in one request.
+            direct = not self._pending and not self._busy and not self._direct
+            if not direct:
+                self._pending.append(message)
+                self._cond.notify_all()
+                return
+            self._direct += 1
+        try:
+            _, producer, _ = t._clients()
+            producer.send_async(message).add_listener(self._direct_sent)
+        except BaseException:
+            self._done_direct()
+            raise
+
+    def _direct_sent(self, future: oms.Future[Any]) -> None:
+        error = future.get_throwable()
+        if error is not None:
+            self.transport._on_batch_failed(error, 1)
+        self._done_direct()
+
+    def _done_direct(self) -> None:
+        with self._cond:
+            self._direct -= 1
+            self._cond.notify_all()
+
+    def stop(self, timeout: float) -> None:
+        """Send what is queued (bounded by ``timeout``), then end the thread."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self.flush(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def flush(self, timeout: float) -> None:
+        """Wait until what was queued has been answered (bounded by ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._busy or self._direct:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("%d message(s) still unsent", len(self._pending) + self._busy + self._direct)
+                    return
+                self._cond.wait(left)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch = [self._pending.popleft() for _ in range(min(len(self._pending), SEND_BATCH))]
+                self._busy = len(batch)
+            try:
+                _, producer, _ = self.transport._clients()
+                producer.send_batch(batch)
+            except Exception as exc:  # reported on the next publish; the client already retried
+                self.transport._on_batch_failed(exc, len(batch))
+            with self._cond:
+                self._busy = 0
+                self._cond.notify_all()
+
+
+class Keeper:
+    """Background upkeep: renew invisibility of held messages, touch queues with x-expires, delete expired ones."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rocketmq-keeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10.0)
+
+    def _run(self) -> None:
+        t = self.transport
+        tick = min(1.0, t._renew_after_s / 2)
+        next_expiry = time.monotonic() + t.options.expiry_check_interval
+        while not self._stop.wait(tick):
+            now = time.monotonic()
+            for channel in list(t.channels):
+                for held in channel._due_for_renewal(now):
+                    held.renew_at = now + t._renew_after_s  # not picked again before the renewal lands
+                    t._settler.submit(Settle.RENEW, held)
+            try:
+                t._touch_consumed_queues()
+                if now >= next_expiry:
+                    next_expiry = now + t.options.expiry_check_interval
+                    t._delete_expired_queues()
+            except Exception as exc:  # upkeep tries again next tick
+                log.warning("queue upkeep failed: %s", exc)
+
+
+@dataclass
+class _BindingCache:
+    by_exchange: dict[str, list[Binding]] = field(default_factory=dict)
+    read_at: float = float("-inf")
+
+
+class Transport(virtual.Transport):
+    """``rocketmq://host:port[;host:port]`` (name servers or brokers); see docs/celery.md."""
+
+    Channel = RocketMQChannel
+    default_port = DEFAULT_NAMESRV_PORT  # type: ignore[assignment]
+    driver_type = "rocketmq"
+    driver_name = "orbitmq"
+    polling_interval = None  # type: ignore[assignment]  # no client-side sleep: receives long-poll on the broker
+    implements = virtual.Transport.implements.extend(
+        asynchronous=True,
+        exchange_type=frozenset(["direct", "topic", "fanout"]),
+        heartbeats=False,
+    )
+    connection_errors = (  # type: ignore[assignment]
+        *virtual.Transport.connection_errors,
+        BrokerUnreachable,
+        PublishFailed,
+        oms.OMSConnectionException,
+        oms.OMSTimeOutException,
+    )
+    channel_errors = (*virtual.Transport.channel_errors, oms.OMSResourceNotExistException)  # type: ignore[assignment]
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        self.options = TransportOptions.parse(client.transport_options or {})
+        self._invisible_ms = int(self.options.invisible_time * 1000)
+        self._renew_after_s = self.options.invisible_time / 2
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._ap: oms.MessagingAccessPoint | None = None
+        self._producer: Producer | None = None
+        self._admin: ResourceManager | None = None
+        self._consumers: dict[str, PullConsumer] = {}  # topic -> its group's consumer
+        self._meta: dict[str, QueueMeta] = {}
+        self._bound: dict[str, dict[str, str]] = {}  # queue -> binding attributes this process stored
+        self._binding_cache = _BindingCache()
+        self._refreshing = threading.Event()  # a background read of the binding table is under way
+        self._touched: dict[str, float] = {}  # queue -> monotonic time of the last touch
+        self._ready: deque[tuple[RocketMQChannel, str, dict[str, Any]]] = deque()
+        self._ready_cond = threading.Condition()
+        # a byte in this pipe tells the worker's event loop that messages are ready (implements.asynchronous)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._settler = Settler(self)
+        self._keeper = Keeper(self)
+        self._started = False
+        self._sender = Sender(self)
+        self._publish_failure: BaseException | None = None
+
+    # -- connection ---------------------------------------------------------------------------------------------
+
+    def _endpoints(self) -> str:
+        client = self.client
+        assert client is not None
+        hosts = []
+        for raw in [client.hostname or "127.0.0.1", *(client.alt or [])[1:]]:
+            text = re.sub(r"^[a-zA-Z0-9+.-]+://", "", str(raw)).split("/", 1)[0].rsplit("@", 1)[-1]
+            if not text:
+                continue
+            if ":" not in text:
+                port = client.port or self.default_port
+                text = f"{text}:{port}"
+            hosts.append(text)
+        return ";".join(dict.fromkeys(hosts))
+
+    def establish_connection(self) -> Any:
+        with self._lock:
+            if self._ap is None:
+                self._connect()
+        return super().establish_connection()
+
+    def _connect(self) -> None:
+        endpoints = self._endpoints()
+        timeout_ms = int(self.options.operation_timeout * 1000)
+        client = self.client
+        assert client is not None
+        key = client.userid or self.options.access_key or None
+        secret = client.password or self.options.secret_key or None
+        ap = oms.get_messaging_access_point(
+            f"oms:rocketmq://{endpoints}/", access_key=key, secret_key=secret, operation_timeout=timeout_ms
+        ).startup()
+        try:
+            admin = ap.resource_manager(operation_timeout=timeout_ms)
+            try:
+                admin.cluster_list()
+            except oms.OMSException as exc:
+                raise BrokerUnreachable(f"no OrbitMQ broker or name server answered at {endpoints}: {exc}") from exc
+            producer = ap.create_producer(operation_timeout=timeout_ms).startup()
+        except BaseException:
+            ap.shutdown()
+            raise
+        self._ap, self._admin, self._producer = ap, admin, producer
+        if not self._started:
+            self._started = True
+            self._settler = Settler(self)
+            self._keeper = Keeper(self)
+            self._sender = Sender(self)
+            self._settler.start()
+            self._keeper.start()
+            self._sender.start()
+            self._register_exit_flush()
+
+    def close_connection(self, connection: Any) -> None:
+        try:
+            super().close_connection(connection)
+        finally:
+            self._shutdown()
+
+    def _register_exit_flush(self) -> None:
+        """Queued publishes are sent before the process exits: at interpreter exit, and when a Celery pool child
+        ends (billiard runs its own finalizers, then ``os._exit``)."""
+        atexit.register(self._flush_at_exit)
+        with contextlib.suppress(ImportError):
+            from billiard import util as billiard_util
+
+            billiard_util.Finalize(None, _flush_transport, args=(weakref.ref(self),), exitpriority=10)
+
+    def _flush_at_exit(self) -> None:
+        if self._started and not self._forked():
+            self._sender.flush(self.options.operation_timeout * 2)
+
+    def _forked(self) -> bool:
+        """True in a forked child's copy: its threads, clients and held messages belong to the parent."""
+        return os.getpid() != self._pid
+
+    def _shutdown(self) -> None:
+        if self._forked():
+            return
+        if self._started:
+            self._sender.stop(self.options.operation_timeout * 2)
+            atexit.unregister(self._flush_at_exit)
+        if self._started:
+            self._keeper.stop()
+            self._settler.stop()
+            self._started = False
+        with self._lock:
+            ap, self._ap = self._ap, None
+            self._producer = self._admin = None
+            self._consumers.clear()
+            self._meta.clear()
+        if ap is not None:
+            ap.shutdown()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def driver_version(self) -> str:
+        return oms.CLIENT_VERSION
+
+    def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
+        return "rocketmq://" + self._endpoints()
+
+    # -- delivering to kombu ------------------------------------------------------------------------------------
+
+    def _ready_for(self, channel: RocketMQChannel, queue: str, payloads: list[dict[str, Any]]) -> None:
+        with self._ready_cond:
+            self._ready.extend((channel, queue, p) for p in payloads)
+            self._ready_cond.notify_all()
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    def _deliver_ready(self) -> int:
+        delivered = 0
+        while True:
+            try:
+                channel, queue, payload = self._ready.popleft()
+            except IndexError:
+                return delivered
+            channel._handed_over()
+            tag = payload["properties"]["delivery_tag"]
+            callback = self._callbacks.get(queue)
+            if callback is None or channel.closed:
+                channel._settle(tag, Settle.REQUEUE)  # its consumer went away meanwhile
+                continue
+            callback(payload)
+            if queue in channel._no_ack:
+                channel._settle(tag, Settle.ACK)
+            delivered += 1
+
+    def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._ready_cond:
+            while not self._ready:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError()
+                self._ready_cond.wait(left)
+        self._drain_pipe()
+        self._deliver_ready()
+
+    def _drain_pipe(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self._wake_r, 4096):
+                pass
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        loop.add_reader(self._wake_r, self.on_readable, self._wake_r)
+
+    def on_readable(self, fileno: int) -> None:  # type: ignore[override]  # the hub passes the fd, as for Redis
+        self._drain_pipe()
+        self._deliver_ready()
+
+    # -- oms plumbing -------------------------------------------------------------------------------------------
+
+    def _clients(self) -> tuple[oms.MessagingAccessPoint, Producer, ResourceManager]:
+        if self._ap is None or self._producer is None or self._admin is None:
+            with self._lock:
+                if self._ap is None:
+                    self._connect()
+        assert self._ap is not None and self._producer is not None and self._admin is not None
+        return self._ap, self._producer, self._admin
+
+    def _consumer(self, topic: str) -> PullConsumer:
+        consumer = self._consumers.get(topic)
+        if consumer is not None:
+            return consumer
+        ap, _, _ = self._clients()
+        with self._lock:
+            consumer = self._consumers.get(topic)
+            if consumer is None:
+                consumer = ap.create_pull_consumer(
+                    {
+                        ConsumerKeys.CONSUME_FROM_WHERE: "first",
+                        ConsumerKeys.INVISIBLE_TIME: self._invisible_ms,
+                        ConsumerKeys.PULL_BATCH_SIZE: 1,  # receive exactly what the channel's prefetch allows
+                    },
+                    consumer_id=group_for_topic(self.options.group_prefix, topic),
+                    operation_timeout=int(self.options.operation_timeout * 1000),
+                )
+                consumer.attach_queue(topic)
+                consumer.startup()
+                self._consumers[topic] = consumer
+        return consumer
+
+    # -- queues -------------------------------------------------------------------------------------------------
+
+    def _declare(self, queue: str, args: dict[str, Any], auto_delete: bool) -> QueueMeta:
+        meta = QueueMeta(
+            queue,
+            topic_for_queue(queue),
+            max_priority=_int_arg(args, "x-max-priority", 0, 255),
+            message_ttl_ms=_int_arg(args, "x-message-ttl", 0, 2**31),
+            expires_ms=_int_arg(args, "x-expires", 0, 2**31),
+        )
+        if self._meta.get(queue) == meta and not meta.expires_ms:
+            return meta
+        # A queue with x-expires may have been deleted by any transport since: declaring it again recreates it with
+        # the bindings this process made (kombu does not bind again what it bound once).
+        attributes = {
+            **self._bound.get(queue, {}),
+            ATTR_QUEUE: queue,
+            ATTR_MAX_PRIORITY: str(meta.max_priority),
+            ATTR_MESSAGE_TTL: str(meta.message_ttl_ms),
+            ATTR_EXPIRES: str(meta.expires_ms),
+            ATTR_TOUCHED: str(int(time.time() * 1000)),
+        }
+        _, _, admin = self._clients()
+        for topic in meta.topics(self.options.priority_steps):
+            admin.update_topic(
+                topic,
+                read_queue_nums=self.options.queue_nums,
+                write_queue_nums=self.options.queue_nums,
+                message_type="MIXED",
+                attributes=attributes,
+                create=True,
+            )
+        self._meta[queue] = meta
+        self._touched[queue] = time.monotonic()
+        return meta
+
+    def _queue_meta(self, queue: str, create: bool = True) -> QueueMeta | None:
+        meta = self._meta.get(queue)
+        if meta is not None:
+            return meta
+        topic = topic_for_queue(queue)
+        _, _, admin = self._clients()
+        try:
+            rows = admin.topic_configs(topic)
+        except oms.OMSResourceNotExistException:
+            rows = []
+        if not rows:
+            return self._declare(queue, {}, False) if create else None
+        attrs = rows[0].attributes
+        meta = QueueMeta(
+            queue,
+            topic,
+            max_priority=int(attrs.get(ATTR_MAX_PRIORITY, "0") or 0),
+            message_ttl_ms=int(attrs.get(ATTR_MESSAGE_TTL, "0") or 0),
+            expires_ms=int(attrs.get(ATTR_EXPIRES, "0") or 0),
+        )
+        self._meta[queue] = meta
+        return meta
+
+    def _bucket_groups(self, meta: QueueMeta) -> list[tuple[str, str]]:
+        prefix = self.options.group_prefix
+        return [(t, group_for_topic(prefix, t)) for t in meta.topics(self.options.priority_steps)]
+
+    def _size(self, queue: str) -> int:
+        meta = self._queue_meta(queue, create=False)
+        if meta is None:
+            return 0
+        _, _, admin = self._clients()
+        total = 0
+        for topic, group in self._bucket_groups(meta):
+            progress = admin.consumer_progress(group, topic)
+            if progress.queues and all(q.consumer_offset < 0 for q in progress.queues):
+                total += admin.topic_status(topic).total_messages  # the group never consumed: all of it is ready
+            else:
+                total += progress.total_lag
+        return total
+
+    def _purge(self, queue: str) -> int:
+        meta = self._queue_meta(queue, create=False)
+        if meta is None:
+            return 0
+        count = self._size(queue)
+        _, _, admin = self._clients()
+        for topic, group in self._bucket_groups(meta):
+            admin.reset_offset_by_time(group, topic, FAR_FUTURE_MS)
+        return count
+
+    def _delete_queue(self, queue: str) -> None:
+        meta = self._queue_meta(queue, create=False)
+        self._meta.pop(queue, None)
+        self._touched.pop(queue, None)
+        if meta is None:
+            return
+        _, _, admin = self._clients()
+        for topic, group in self._bucket_groups(meta):
+            with self._lock:
+                consumer = self._consumers.pop(topic, None)
+            if consumer is not None:
+                consumer.shutdown()
+            with contextlib.suppress(oms.OMSResourceNotExistException):
+                admin.delete_topic(topic)
+            with contextlib.suppress(oms.OMSResourceNotExistException):
+                admin.delete_group(group)
+        self._binding_cache.read_at = float("-inf")
+
+    def _touch_consumed_queues(self) -> None:
+        now = time.monotonic()
+        consumed = {q for ch in list(self.channels) for q in ch._fetchers}
+        for queue in consumed:
+            meta = self._meta.get(queue)
+            if meta is None or not meta.expires_ms:
+                continue
+            if now - self._touched.get(queue, 0.0) < meta.expires_ms / 3000:
+                continue
+            self._touched[queue] = now
+            _, _, admin = self._clients()
+            admin.update_topic(meta.topic, attributes={ATTR_TOUCHED: str(int(time.time() * 1000))})
+
+    def _delete_expired_queues(self) -> None:
+        _, _, admin = self._clients()
+        now_ms = int(time.time() * 1000)
+        mine = {q for ch in list(self.channels) for q in ch._fetchers}
+        for row in admin.topic_configs():
+            attrs = row.attributes
+            expires = int(attrs.get(ATTR_EXPIRES, "0") or 0)
+            queue = attrs.get(ATTR_QUEUE)
+            if not expires or queue is None or queue in mine or row.topic != topic_for_queue(queue):
+                continue
+            if int(attrs.get(ATTR_TOUCHED, "0") or 0) + expires < now_ms:
+                log.info("queue %s unused for over %d ms (x-expires): deleting it", queue, expires)
+                self._delete_queue(queue)
+
+    # -- bindings -----------------------------------------------------------------------------------------------
+
+    def _bind(self, binding: Binding) -> None:
+        meta = self._queue_meta(binding.queue)
+        assert meta is not None
+        key, value = binding.attribute()
+        _, _, admin = self._clients()
+        admin.update_topic(meta.topic, attributes={key: value})
+        self._bound.setdefault(binding.queue, {})[key] = value
+        cache = self._binding_cache.by_exchange.setdefault(binding.exchange, [])
+        if binding not in cache:
+            cache.append(binding)
+
+    def _bindings(self, exchange: str, fresh: bool = False) -> list[Binding]:
+        """The broker's bindings of ``exchange``. ``fresh`` (fanout, nothing matched) reads the table now unless it
+        was read in the last 50 ms; otherwise a table older than ``binding_cache`` is read again in the background,
+        so a publish never waits for that read once one table is known."""
+        cache = self._binding_cache
+        age = time.monotonic() - cache.read_at
+        if cache.read_at == float("-inf") or (fresh and age > 0.05):
+            self._read_bindings_logged()
+        elif age > self.options.binding_cache and not self._refreshing.is_set():
+            self._refreshing.set()
+            threading.Thread(target=self._read_bindings_logged, name="rocketmq-bindings", daemon=True).start()
+        return list(self._binding_cache.by_exchange.get(exchange, []))
+
+    def _read_bindings_logged(self) -> None:
+        try:
+            self._read_bindings()
+        except oms.OMSException as exc:  # routing goes on with what is known; the next read tries again
+            log.warning("reading the binding table failed: %s", exc)
+        finally:
+            self._refreshing.clear()
+
+    def _read_bindings(self) -> None:
+        _, _, admin = self._clients()
+        table: dict[str, list[Binding]] = {}
+        seen: set[tuple[str, str]] = set()
+        for row in admin.topic_configs():
+            queue = row.attributes.get(ATTR_QUEUE)
+            if queue is None or (row.topic, queue) in seen:
+                continue
+            seen.add((row.topic, queue))
+            for key, value in row.attributes.items():
+                if not key.startswith(ATTR_BIND_PREFIX):
+                    continue
+                try:
+                    raw = json.loads(value)
+                    b = Binding(raw["e"], raw.get("t", "direct"), raw["r"], raw.get("p", ""), queue)
+                except (ValueError, KeyError, TypeError):
+                    log.warning("topic %s has a malformed binding %s=%r", row.topic, key, value)
+                    continue
+                table.setdefault(b.exchange, []).append(b)
+        self._binding_cache = _BindingCache(table, time.monotonic())
+
+    # -- messages -----------------------------------------------------------------------------------------------
+
+    def _publish(self, queue: str, message: dict[str, Any]) -> None:
+        meta = self._queue_meta(queue)
+        assert meta is not None
+        _, producer, _ = self._clients()
+        props = message.get("properties") or {}
+        step = 0
+        if meta.max_priority:
+            try:
+                priority = min(int(props.get("priority") or 0), meta.max_priority)
+            except (TypeError, ValueError):
+                priority = 0
+            step = bucket_of(priority, self.options.priority_steps)
+        body = kombu_dumps(message).encode("utf-8")
+        out = oms.BytesMessage(body, bucket_topic(meta.topic, step))
+        out.put_user_headers(ORIGIN_QUEUE, queue)
+        now_ms = int(time.time() * 1000)
+        due = _eta_ms(message.get("headers") or {})
+        if due is not None and due - now_ms > TIMER_MIN_AHEAD_MS:
+            out.put_user_headers(DUE_MS, due)
+            out.put_sys_headers(oms.BuiltinKeys.START_TIME, min(due, now_ms + MAX_TIMER_MS))
+        ttl = props.get("expiration")
+        if ttl is not None:
+            try:
+                out.put_user_headers(EXPIRES_MS, now_ms + max(0, int(float(ttl))))
+            except (TypeError, ValueError):
+                raise ValueError(f"message property expiration={ttl!r} is not a number of milliseconds") from None
+        self._send(producer, out)
+
+    def _send(self, producer: Producer, out: oms.BytesMessage) -> None:
+        """Validate here (bad input raises at publish), then hand the message to the sender thread, which sends what
+        queued meanwhile in one batch (publisher confirms, asynchronously). A send that fails later is logged and
+        makes the next publish raise, so Celery's retry policy sees it. ``publish_window`` 0: wait for each send."""
+        failed = self._publish_failure
+        if failed is not None:
+            self._publish_failure = None
+            raise PublishFailed(f"an earlier publish failed on the broker: {failed}") from failed
+        try:
+            validate_body(out.body)
+        except MQError as exc:
+            raise from_mq_error(exc) from None
+        if not self.options.publish_window:
+            producer.send(out)
+            return
+        self._sender.submit(out)
+
+    def _on_batch_failed(self, error: BaseException, count: int) -> None:
+        log.error("publish of %d message(s) failed on the broker (the next publish raises): %s", count, error)
+        self._publish_failure = error
+
+    def _receive(
+        self, channel: RocketMQChannel, queue: str, n: int, wait_s: float, reserved: int = 0
+    ) -> list[dict[str, Any]]:
+        """Up to ``n`` payloads of ``queue`` for ``channel``: priority buckets highest first without waiting, then a
+        long poll of the lowest. ``reserved`` credits of the channel are given back, the messages counted as held."""
+        held: list[Held] = []
+        payloads: list[dict[str, Any]] = []
+        try:
+            meta = self._queue_meta(queue)
+            assert meta is not None
+            topics = meta.topics(self.options.priority_steps)
+            for i, topic in enumerate(topics):
+                consumer = self._consumer(topic)
+                got = consumer.batch_receive(n, wait_s if i == len(topics) - 1 else 0.0)
+                held, payloads = self._accept(consumer, meta, got)
+                if payloads:
+                    break
+        finally:
+            channel._received(reserved, held, buffered=bool(reserved))
+        return payloads
+
+    def _accept(
+        self, consumer: PullConsumer, meta: QueueMeta, got: Iterable[oms.BytesMessage]
+    ) -> tuple[list[Held], list[dict[str, Any]]]:
+        """Turn received messages into kombu payloads; drop expired ones, re-park ETAs beyond the timer limit."""
+        held: list[Held] = []
+        payloads: list[dict[str, Any]] = []
+        now_ms = int(time.time() * 1000)
+        group = consumer.group
+        renew_at = time.monotonic() + self._renew_after_s
+        for m in got:
+            h = Held(consumer, m, meta.queue, group, renew_at)
+            headers = m.user_headers()
+            expires = headers.get(EXPIRES_MS)
+            stored = m.store_timestamp or now_ms
+            if (expires is not None and int(expires) <= now_ms) or (
+                meta.message_ttl_ms and stored + meta.message_ttl_ms <= now_ms
+            ):
+                self._settler.submit(Settle.ACK, h)  # expired (AMQP drops it; no dead-letter exchange here)
+                continue
+            due = headers.get(DUE_MS)
+            if due is not None and int(due) - now_ms > 1000:
+                self._repark(h, int(due))
+                continue
+            payload = kombu_loads(m.get_body(str))
+            payload["properties"]["delivery_tag"] = m.receipt_handle
+            payload["redelivered"] = m.reconsume_times > 0
+            held.append(h)
+            payloads.append(payload)
+        return held, payloads
+
+    def _repark(self, held: Held, due_ms: int) -> None:
+        """An ETA further out than one timer allows: park a copy for the next hop, then ack this one."""
+        _, producer, _ = self._clients()
+        copy = oms.BytesMessage(held.message.body, held.message.destination)
+        for key, value in held.message.user_headers().items():
+            copy.put_user_headers(key, value)
+        copy.put_sys_headers(oms.BuiltinKeys.START_TIME, min(due_ms, int(time.time() * 1000) + MAX_TIMER_MS))
+        producer.send(copy)
+        self._settler.submit(Settle.ACK, held)
+
+    async def _dead_letter(self, held: Held) -> None:
+        """reject(requeue=False): a copy goes to the group's %DLQ% topic (RocketMQ's place for it), then the ack."""
+        _, producer, _ = self._clients()
+        copy = oms.BytesMessage(held.message.body, dlq_topic(held.group))
+        for key, value in held.message.user_headers().items():
+            if key not in (DUE_MS,):
+                copy.put_user_headers(key, value)
+        await producer.aio().send(copy)
+
+
+def _flush_transport(ref: weakref.ref[Transport]) -> None:
+    transport = ref()
+    if transport is not None:
+        transport._flush_at_exit()
+
+
+def _int_arg(args: dict[str, Any], name: str, low: int, high: int) -> int:
+    raw = args.get(name)
+    if raw is None:
+        return 0
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"queue argument {name}={raw!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ValueError(f"queue argument {name}={value} is outside [{low}, {high}]")
+    return value
+
+
+Channel = RocketMQChannel
+
+__all__ = ["BrokerUnreachable", "Channel", "PublishFailed", "QoS", "RocketMQChannel", "Transport", "TransportOptions"]

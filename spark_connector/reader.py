@@ -11,6 +11,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,11 @@ def plan_ranges(start: Offsets, end: Offsets, options: ReadOptions, catalog: Cat
 
 
 def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """The messages of ``part`` in offset order, one record batch per pull."""
+    """The messages of ``part`` in offset order, one record batch per pull.
+
+    The next pull is asked for while this one's rows are built (one prefetch), so the broker's work and the
+    network overlap the Arrow conversion.
+    """
     import oms
 
     if part.end <= part.start:
@@ -146,39 +151,49 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     consumer = CLIENTS.consumer(options.connection, options.consumer_group)
     queue = oms.MessageQueue(part.topic, part.broker_name, part.queue_id)
     target = arrow_schema(schema)
-    offset, waited = part.start, False
-    while offset < part.end:
-        want = min(options.pull_batch_size, part.end - offset)
-        wait_s = options.pull_timeout_ms / 1000 if waited else 0.0
-        result = consumer.pull(
-            queue, offset, want, wait_s, expression=options.expression, expression_type=options.expression_type
+
+    def pull(at: int, wait_s: float) -> oms.PullResult:
+        want = min(options.pull_batch_size, part.end - at)
+        return consumer.pull(
+            queue, at, want, wait_s, expression=options.expression, expression_type=options.expression_type
         )
-        if result.status is oms.PullStatus.OFFSET_ILLEGAL:
-            if offset < result.min_offset:
+
+    offset, waited = part.start, False
+    with ThreadPoolExecutor(1, thread_name_prefix="rocketmq-prefetch") as prefetch:
+        ahead: Future[oms.PullResult] | None = None
+        while offset < part.end:
+            result = (
+                ahead.result() if ahead is not None else pull(offset, options.pull_timeout_ms / 1000 if waited else 0.0)
+            )
+            ahead = None
+            if result.status is oms.PullStatus.OFFSET_ILLEGAL:
+                if offset < result.min_offset:
+                    _lost(options, part, offset, min(result.min_offset, part.end))
+                    offset = result.min_offset
+                    continue
+                _lost(options, part, offset, part.end)  # the queue ends before the range does: it was truncated
+                return
+            if result.min_offset > offset:
                 _lost(options, part, offset, min(result.min_offset, part.end))
-                offset = result.min_offset
-                continue
-            _lost(options, part, offset, part.end)  # the queue ends before the range does: it was truncated
-            return
-        if result.min_offset > offset:
-            _lost(options, part, offset, min(result.min_offset, part.end))
-        if result.status is oms.PullStatus.NO_NEW_MSG:
-            if not waited:  # planned from the broker's max offset; give a lagging answer one long poll
-                waited = True
-                continue
-            _lost(options, part, offset, part.end)
-            return
-        waited = False
-        messages = [m for m in result.messages if (m.queue_offset or 0) < part.end]
-        if messages:
-            yield to_record_batch(
-                messages, part.topic, part.broker_name, part.queue_id, target, options.include_properties
-            )
-        if result.next_offset <= offset:
-            raise RocketMQConnectorError(
-                ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
-            )
-        offset = result.next_offset
+            if result.status is oms.PullStatus.NO_NEW_MSG:
+                if not waited:  # planned from the broker's max offset; give a lagging answer one long poll
+                    waited = True
+                    continue
+                _lost(options, part, offset, part.end)
+                return
+            waited = False
+            if result.next_offset <= offset:
+                raise RocketMQConnectorError(
+                    ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
+                )
+            if result.next_offset < part.end:
+                ahead = prefetch.submit(pull, result.next_offset, 0.0)
+            messages = [m for m in result.messages if (m.queue_offset or 0) < part.end]
+            if messages:
+                yield to_record_batch(
+                    messages, part.topic, part.broker_name, part.queue_id, target, options.include_properties
+                )
+            offset = result.next_offset
 
 
 def _lost(options: ReadOptions, part: QueueRange, start: int, stop: int) -> None:

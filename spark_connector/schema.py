@@ -82,14 +82,10 @@ def to_record_batch(
         pa.array([m.tags for m in messages], pa.string()),
         pa.array([" ".join(m.keys) or None for m in messages], pa.string()),
         pa.array([m.body for m in messages], pa.binary()),
-        pa.array([_us(m.born_timestamp) for m in messages], schema.field("bornTimestamp").type),
-        pa.array([_us(m.store_timestamp) for m in messages], schema.field("storeTimestamp").type),
+        pa.array([(m.born_timestamp or 0) * 1000 for m in messages], schema.field("bornTimestamp").type),
+        pa.array([(m.store_timestamp or 0) * 1000 for m in messages], schema.field("storeTimestamp").type),
         pa.array([m.reconsume_times for m in messages], pa.int32()),
     ]
     if include_properties:
         columns.append(pa.array([list(m.user_headers().items()) for m in messages], schema.field("properties").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _us(ms: int | None) -> int | None:
-    return None if ms is None else ms * 1000

@@ -145,6 +145,10 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # explicit registration: Spark's automatic one only sees pyspark_rocketmq when it is on the workers' sys.path
+    from spark_connector import RocketMQDataSource
+
+    spark.dataSource.register(RocketMQDataSource)
     try:
         out = args.out or Path(tempfile.mkdtemp(prefix="page-counts-"))
         result = run_pipeline(spark, args.endpoints, args.events, out)

@@ -139,3 +139,78 @@ def test_batch_options_refuse_streaming_only_ones() -> None:
         parse_read_options({"nameServer": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "5"}, streaming=False)
     parsed = parse_read_options({"nameServer": "h:1", "subscribe": "t"}, streaming=False)
     assert parsed.starting.default == -2, "batch reads start at earliest by default"
+
+
+def test_rows_become_messages_with_every_column() -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    from spark_connector.writer import IDEMPOTENCE_KEY, plan_columns, to_messages
+
+    schema = StructType(
+        [
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("tags", StringType()),
+            StructField("keys", ArrayType(StringType())),
+            StructField("properties", MapType(StringType(), StringType())),
+            StructField("messageGroup", StringType()),
+            StructField("deliveryTimestamp", TimestampType()),
+            StructField("delayTimeLevel", IntegerType()),
+            StructField("ignored", StringType()),
+        ]
+    )
+    options = parse_write_options({"nameServer": "h:1"})
+    columns = plan_columns(schema, options)
+    at = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "value": [b"\x00one", b"two"],
+            "topic": ["T1", "T2"],
+            "tags": ["A", None],
+            "keys": [["k1", "k2"], None],
+            "properties": [[("p", "1")], None],
+            "messageGroup": [None, "g"],
+            "deliveryTimestamp": [at, None],
+            "delayTimeLevel": [None, 3],
+            "ignored": ["x", "y"],
+        },
+        schema=pa.schema(
+            [
+                ("value", pa.binary()),
+                ("topic", pa.string()),
+                ("tags", pa.string()),
+                ("keys", pa.list_(pa.string())),
+                ("properties", pa.map_(pa.string(), pa.string())),
+                ("messageGroup", pa.string()),
+                ("deliveryTimestamp", pa.timestamp("us", tz="UTC")),
+                ("delayTimeLevel", pa.int32()),
+                ("ignored", pa.string()),
+            ]
+        ),
+    )
+    one, two = to_messages(batch, columns, options, "query:7:1", 40)
+    assert (one.body, one.destination, one.tags, one.keys) == (b"\x00one", "T1", "A", ["k1", "k2"])
+    assert one.user_headers()["p"] == "1" and one.user_headers()[IDEMPOTENCE_KEY] == "query:7:1:40"
+    assert one.start_time == int(at.timestamp() * 1000)
+    assert (two.destination, two.sharding_key, two.delay_level) == ("T2", "g", 3)
+    assert two.user_headers()[IDEMPOTENCE_KEY] == "query:7:1:41"
+
+    # the topic option wins over the column; a null body is refused naming the column
+    pinned = parse_write_options({"nameServer": "h:1", "topic": "Pinned"})
+    assert {m.destination for m in to_messages(batch, plan_columns(schema, pinned), pinned, None, 0)} == {"Pinned"}
+    nulls = pa.RecordBatch.from_pydict({"value": pa.array([None], pa.binary()), "topic": ["T"]})
+    two_columns = plan_columns(StructType(schema.fields[:2]), options)
+    with pytest.raises(RocketMQConnectorError, match="column 'value': row 0 of the task has a null body"):
+        to_messages(nulls, two_columns, options, None, 0)

@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy orbitmq broker namesrv oms plugins transports spark_connector
+	$(BIN)/mypy orbitmq broker namesrv oms plugins transports spark_connector pyspark_rocketmq
 
 unit: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)

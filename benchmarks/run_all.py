@@ -12,7 +12,7 @@ import sys
 
 from benchmarks.common import write_result
 
-BENCHES = ["store", "e2e", "filter", "delivery", "oms", "logappender", "celery"]
+BENCHES = ["store", "e2e", "filter", "delivery", "oms", "logappender", "celery", "spark"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.waiting import wait_until
+from tests.waiting import wait_until as _wait_until  # tests import it from tests.waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -59,7 +59,7 @@ class ServerProcess:
                 raise RuntimeError(f"{self.args[0]} exited early:\n{self.log()}")
             return port_open(port)
 
-        wait_until(ready, timeout, what=f"port {port} of {self.args}")
+        _wait_until(ready, timeout, what=f"port {port} of {self.args}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -1,0 +1,237 @@
+"""Spark connector benchmark: streaming read and batch write rows/s on ``local[2]``, 100-byte bodies, against
+the Python Data Source API's own floor (an in-memory source building the same Arrow batches) and the raw
+``Consume/PullBatch`` / ``Produce/SendBatch`` clients in the same run.
+
+``python -m benchmarks.run_all spark`` (or ``python -m benchmarks.bench_spark [--quick]``); starts its own broker
+and SparkSession.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_e2e import BODY_SIZE, Broker, bench_batched_produce, bench_pull_batch, bench_send_batch
+from benchmarks.common import median, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 1024
+QUEUES = 4  # bench_e2e's raw clients read queues 0-3 of an auto-created topic
+READ_GOAL_ROWS_PER_S = 150_000
+READ_GOAL_RATIO = 0.5
+WRITE_GOAL_ROWS_PER_S = 100_000
+
+
+@dataclass
+class _Msg:
+    """What ``to_record_batch`` reads of a pulled message, held in memory."""
+
+    queue_offset: int
+    message_id: str
+    body: bytes
+    born_timestamp: int
+    store_timestamp: int
+    tags: str | None = None
+    keys: tuple[str, ...] = ()
+    reconsume_times: int = 0
+
+
+def _memory_source() -> Any:
+    """An in-memory stream source yielding the rocketmq schema's Arrow batches built the same way (the floor)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from spark_connector.schema import arrow_schema, source_schema, to_record_batch
+
+    @dataclass(frozen=True)
+    class Part(InputPartition):
+        queue_id: int
+        start: int
+        end: int
+
+    class Reader(DataSourceStreamReader):
+        def __init__(self, rows_per_queue: int) -> None:
+            self.rows = rows_per_queue
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"done": 0}
+
+        def latestOffset(self) -> dict[str, int]:
+            return {"done": 1}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            if start == end:
+                return []
+            return [Part(q, 0, self.rows) for q in range(QUEUES)]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            schema = arrow_schema(source_schema(False))
+            body = b"x" * BODY_SIZE
+            now = int(time.time() * 1000)
+            for lo in range(partition.start, partition.end, BATCH):
+                msgs = [_Msg(o, f"01MEM{o:027X}", body, now, now) for o in range(lo, min(partition.end, lo + BATCH))]
+                yield to_record_batch(msgs, "MemTopic", "mem", partition.queue_id, schema, False)
+
+    class MemorySource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rocketmq_bench_memory"
+
+        def schema(self) -> Any:
+            return source_schema(False)
+
+        def streamReader(self, schema: Any) -> Reader:
+            return Reader(int(self.options["rowsPerQueue"]))
+
+    return MemorySource
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    path = os.environ.get("PYTHONPATH", "")
+    os.environ.update(
+        {
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT),
+        }
+    )
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-spark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _stream_rows_per_s(df: Any, checkpoint: str) -> dict[str, Any]:
+    """AvailableNow into the ``noop`` sink; rows/s over the batches' execution time (query start excluded)."""
+    t0 = time.perf_counter()
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    wall = time.perf_counter() - t0
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    busy_ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+    return {
+        "rows": rows,
+        "batches": len(progress),
+        "rows_per_s": round(rows / (busy_ms / 1000)) if busy_ms else 0,
+        "wall_s": round(wall, 2),
+    }
+
+
+def _warm_up(spark: Any, endpoints: str, tmp: str) -> None:
+    """One small run of each path first: a session's first Python source and sink start their workers (10-20 s)."""
+    asyncio.run(bench_batched_produce(endpoints, "BenchSparkWarm", 4 * BATCH, BATCH, 1))
+    warm = spark.readStream.format("rocketmq").option("endpoints", endpoints).option("subscribe", "BenchSparkWarm")
+    _stream_rows_per_s(warm.option("startingOffsets", "earliest").load(), f"{tmp}/ckpt-warm")
+    mem = spark.readStream.format("rocketmq_bench_memory").option("rowsPerQueue", BATCH).load()
+    _stream_rows_per_s(mem, f"{tmp}/ckpt-warm-mem")
+    spark.range(BATCH).selectExpr("'warm' AS value").write.format("rocketmq").option("endpoints", endpoints).option(
+        "topic", "BenchSparkWarm"
+    ).mode("append").save()
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    n = 102_400 if quick else 409_600
+    n_write = 25_600 if quick else 102_400
+    rounds = 1 if quick else 3
+    spark = _session()
+    spark.dataSource.register(_memory_source())
+    raw_pull, spark_read, floor, raw_send, spark_write = [], [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
+        broker = Broker(Path(tmp) / "store")
+        try:
+            topic = "BenchSparkRead"
+            asyncio.run(bench_batched_produce(broker.addr, topic, n, BATCH, 4))
+            _warm_up(spark, broker.addr, tmp)
+            for r in range(rounds):  # interleaved, so drift on shared cores hits every side alike
+                raw_pull.append(asyncio.run(bench_pull_batch(broker.addr, topic, BATCH)))
+                df = (
+                    spark.readStream.format("rocketmq")
+                    .option("endpoints", broker.addr)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .load()
+                )
+                spark_read.append(_stream_rows_per_s(df, f"{tmp}/ckpt-read-{r}"))
+                mem = spark.readStream.format("rocketmq_bench_memory").option("rowsPerQueue", n // QUEUES).load()
+                floor.append(_stream_rows_per_s(mem, f"{tmp}/ckpt-mem-{r}"))
+
+                raw_send.append(asyncio.run(bench_send_batch(broker.addr, f"BenchRawSend{r}", n_write, BATCH, 4)))
+                out = spark.range(n_write, numPartitions=2).selectExpr(f"repeat('x', {BODY_SIZE}) AS value")
+                out.cache().count()  # the rows exist before the clock starts: only the sink is timed
+                t0 = time.perf_counter()
+                out.write.format("rocketmq").option("endpoints", broker.addr).option(
+                    "topic", f"BenchSparkWrite{r}"
+                ).option("batchSize", "1024").mode("append").save()
+                elapsed = time.perf_counter() - t0
+                out.unpersist()
+                spark_write.append(
+                    {"rows": n_write, "rows_per_s": round(n_write / elapsed), "wall_s": round(elapsed, 2)}
+                )
+        finally:
+            broker.stop()
+            spark.stop()
+    read_med = median([r["rows_per_s"] for r in spark_read])
+    floor_med = median([r["rows_per_s"] for r in floor])
+    pull_med = median([r["msgs_per_s"] for r in raw_pull])
+    write_med = median([r["rows_per_s"] for r in spark_write])
+    send_med = median([r["msgs_per_s"] for r in raw_send])
+    summary = {
+        "stream_read_rows_per_s": round(read_med),
+        "memory_source_floor_rows_per_s": round(floor_med),
+        "raw_pull_batch_msgs_per_s": round(pull_med),
+        "read_ratio_over_floor": round(read_med / floor_med, 3),
+        "read_ratio_over_raw_pull_batch": round(read_med / pull_med, 3),
+        "batch_write_rows_per_s": round(write_med),
+        "raw_send_batch_msgs_per_s": round(send_med),
+        "write_ratio_over_raw_send_batch": round(write_med / send_med, 3),
+        "read_goal_rows_per_s": READ_GOAL_ROWS_PER_S,
+        "read_goal_ratio_over_raw": READ_GOAL_RATIO,
+        "write_goal_rows_per_s": WRITE_GOAL_ROWS_PER_S,
+        "read_meets_goal": read_med >= READ_GOAL_ROWS_PER_S and read_med / pull_med >= READ_GOAL_RATIO,
+        "write_meets_goal": write_med >= WRITE_GOAL_ROWS_PER_S,
+        "rows": n,
+        "write_rows": n_write,
+        "body_bytes": BODY_SIZE,
+        "master": "local[2]",
+        "rounds": rounds,
+    }
+    return {
+        "summary": summary,
+        "stream_read": spark_read,
+        "memory_floor": floor,
+        "raw_pull_batch": raw_pull,
+        "batch_write": spark_write,
+        "raw_send_batch": raw_send,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    result = run(quick=args.quick)
+    path = write_result("spark", result)
+    print(json.dumps(result["summary"], indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""Batch and streaming readers: queues and offset ranges planned on the driver, ranges pulled on executors.
+
+One input partition per queue (ranges above ``maxOffsetsPerPartition``, or fewer than ``minPartitions``, are split);
+``read`` pulls its range with ``PullConsumer.pull`` and yields Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from spark_connector.clients import CLIENTS, Catalog, QueueState
+from spark_connector.errors import ConnectorErrorCode, RocketMQConnectorError, option_error
+from spark_connector.offsets import (
+    EARLIEST,
+    LATEST,
+    Offsets,
+    QueueKey,
+    cap,
+    from_json_dict,
+    rate_limit,
+    to_json_dict,
+    total_between,
+)
+from spark_connector.options import Position, ReadOptions, TopicMode
+from spark_connector.schema import arrow_schema, to_record_batch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger("spark_connector")
+
+Queues = dict[str, dict[QueueKey, QueueState]]
+
+
+@dataclass(frozen=True)
+class QueueRange(InputPartition):
+    """Offsets ``[start, end)`` of one queue: all a task needs (executors see nothing of the driver's reader)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+
+
+# -- driver: topics, queues, positions, ranges -------------------------------------------------------------------
+
+
+def resolve_queues(options: ReadOptions, catalog: Catalog) -> Queues:
+    """The queues the query reads now, with their offset ranges (a pattern re-evaluated on every call)."""
+    if options.mode is TopicMode.SUBSCRIBE:
+        return {t: catalog.status(t, "subscribe") for t in options.topics}
+    if options.mode is TopicMode.PATTERN:
+        pattern = re.compile(options.pattern or "")
+        out: Queues = {}
+        for topic in catalog.topics():
+            if pattern.fullmatch(topic):
+                try:
+                    out[topic] = catalog.status(topic, "subscribePattern")
+                except RocketMQConnectorError:
+                    continue  # deleted between listing and asking: it no longer matches
+        return out
+    assigned: Queues = {}
+    for topic, wanted in options.assigned.items():
+        status = catalog.status(topic, "assign")
+        missing = [str(q) for q in wanted if q not in status]
+        if missing:
+            raise option_error(
+                "assign", f"topic {topic!r} has no queue {', '.join(missing)} (it has {', '.join(map(str, status))})"
+            )
+        assigned[topic] = {q: status[q] for q in wanted}
+    return assigned
+
+
+def resolve_position(position: Position, queues: Queues, catalog: Catalog, option: str, default: int) -> Offsets:
+    """Per queue offsets for a start or end position (``default`` for queues the JSON does not name)."""
+    out: Offsets = {}
+    specific = position.specific or {}
+    for topic, per_queue in specific.items():
+        unknown = [str(q) for q in per_queue if q not in queues.get(topic, {})]
+        if topic in queues and unknown:
+            raise option_error(option, f"topic {topic!r} has no queue {', '.join(unknown)}")
+    for topic, states in queues.items():
+        out[topic] = {}
+        for queue, state in states.items():
+            if position.timestamp_ms is not None:
+                offset = catalog.offset_for_time(topic, queue, position.timestamp_ms)
+            else:
+                offset = specific.get(topic, {}).get(
+                    queue, position.default if position.default is not None else default
+                )
+            if offset == EARLIEST:
+                offset = state.min_offset
+            elif offset == LATEST:
+                offset = state.max_offset
+            out[topic][queue] = offset
+    return out
+
+
+def plan_ranges(start: Offsets, end: Offsets, options: ReadOptions, catalog: Catalog | None = None) -> list[QueueRange]:
+    """One range per queue with something to read, split into pieces of at most ``maxOffsetsPerPartition`` (and
+    more pieces when ``minPartitions`` asks for more tasks). A queue missing from ``start`` is new: from earliest."""
+    spans: list[tuple[str, QueueKey, int, int]] = []
+    for topic in sorted(end):
+        begin_of = start.get(topic, {})
+        states: dict[QueueKey, QueueState] | None = None
+        for queue in sorted(end[topic]):
+            stop = end[topic][queue]
+            begin = begin_of.get(queue)
+            if begin is None:
+                if states is None:
+                    states = catalog.status(topic) if catalog is not None else {}
+                begin = states[queue].min_offset if queue in states else 0
+            if stop > begin:
+                spans.append((topic, queue, begin, stop))
+    piece = options.max_offsets_per_partition
+    total = sum(stop - begin for _, _, begin, stop in spans)
+    if options.min_partitions and total and len(spans) < options.min_partitions:
+        piece = max(1, min(piece, math.ceil(total / options.min_partitions)))
+    ranges: list[QueueRange] = []
+    for topic, queue, begin, stop in spans:
+        for lo in range(begin, stop, piece):
+            ranges.append(QueueRange(topic, queue.broker_name, queue.queue_id, lo, min(stop, lo + piece)))
+    return ranges
+
+
+# -- executors: pulling a range -------------------------------------------------------------------------------------
+
+
+def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """The messages of ``part`` in offset order, one record batch per pull.
+
+    The next pull is asked for while this one's rows are built (one prefetch), so the broker's work and the
+    network overlap the Arrow conversion.
+    """
+    import oms
+
+    if part.end <= part.start:
+        return
+    consumer = CLIENTS.consumer(options.connection, options.consumer_group)
+    queue = oms.MessageQueue(part.topic, part.broker_name, part.queue_id)
+    target = arrow_schema(schema)
+
+    def pull(at: int, wait_s: float) -> oms.PullResult:
+        want = min(options.pull_batch_size, part.end - at)
+        return consumer.pull(
+            queue, at, want, wait_s, expression=options.expression, expression_type=options.expression_type
+        )
+
+    offset, waited = part.start, False
+    with ThreadPoolExecutor(1, thread_name_prefix="rocketmq-prefetch") as prefetch:
+        ahead: Future[oms.PullResult] | None = None
+        while offset < part.end:
+            result = (
+                ahead.result() if ahead is not None else pull(offset, options.pull_timeout_ms / 1000 if waited else 0.0)
+            )
+            ahead = None
+            if result.status is oms.PullStatus.OFFSET_ILLEGAL:
+                if offset < result.min_offset:
+                    _lost(options, part, offset, min(result.min_offset, part.end))
+                    offset = result.min_offset
+                    continue
+                _lost(options, part, offset, part.end)  # the queue ends before the range does: it was truncated
+                return
+            if result.min_offset > offset:
+                _lost(options, part, offset, min(result.min_offset, part.end))
+            if result.status is oms.PullStatus.NO_NEW_MSG:
+                if not waited:  # planned from the broker's max offset; give a lagging answer one long poll
+                    waited = True
+                    continue
+                _lost(options, part, offset, part.end)
+                return
+            waited = False
+            if result.next_offset <= offset:
+                raise RocketMQConnectorError(
+                    ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
+                )
+            if result.next_offset < part.end:
+                ahead = prefetch.submit(pull, result.next_offset, 0.0)
+            messages = [m for m in result.messages if (m.queue_offset or 0) < part.end]
+            if messages:
+                yield to_record_batch(
+                    messages, part.topic, part.broker_name, part.queue_id, target, options.include_properties
+                )
+            offset = result.next_offset
+
+
+def _lost(options: ReadOptions, part: QueueRange, start: int, stop: int) -> None:
+    where = f"queue {part.topic}/{part.broker_name}:{part.queue_id}"
+    if options.fail_on_data_loss:
+        raise RocketMQConnectorError(
+            ConnectorErrorCode.DATA_LOSS,
+            f"option 'failOnDataLoss': {where} offsets [{start}, {stop}) are gone before the query read them "
+            f"(retention deleted them, or the topic was recreated). Set failOnDataLoss=false to skip lost "
+            f"messages and go on.",
+            "failOnDataLoss",
+        )
+    log.warning(
+        "%s: skipped %d lost messages, offsets [%d, %d) (failOnDataLoss=false)", where, stop - start, start, stop
+    )
+
+
+# -- batch --------------------------------------------------------------------------------------------------------
+
+
+class RocketMQBatchReader(DataSourceReader):
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> list[QueueRange]:
+        catalog = Catalog(self.options.connection, self.options.consumer_group)
+        queues = resolve_queues(self.options, catalog)
+        start = resolve_position(self.options.starting, queues, catalog, _start_option(self.options), EARLIEST)
+        end = resolve_position(self.options.ending, queues, catalog, _end_option(self.options), LATEST)
+        return plan_ranges(start, end, self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, QueueRange):  # Spark's stand-in when there is nothing to read
+            return iter(())
+        return read_range(self.options, self.schema, partition)
+
+
+def _start_option(options: ReadOptions) -> str:
+    return "startingTimestamp" if options.starting.timestamp_ms is not None else "startingOffsets"
+
+
+def _end_option(options: ReadOptions) -> str:
+    return "endingTimestamp" if options.ending.timestamp_ms is not None else "endingOffsets"
+
+
+# -- streaming ----------------------------------------------------------------------------------------------------
+
+
+class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side: offsets and ranges per micro-batch. ``commit``/``stop`` are hints (Spark's checkpoint is the
+    truth): committing to ``group`` is best effort and one trigger late, for lag tools only."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        # driver-process state, never needed by read(): resolved once because Spark asks initialOffset twice
+        self._initial: dict[str, Any] | None = None
+        self._target: Offsets | None = None  # AvailableNow's snapshot
+        self._latest: Offsets | None = None  # unthrottled, for progress reports
+        self._last_trigger: float | None = None
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog(self.options.connection, self.options.consumer_group)
+        return self._catalog
+
+    def initialOffset(self) -> dict[str, Any]:
+        if self._initial is None:
+            queues = resolve_queues(self.options, self.catalog)
+            start = resolve_position(self.options.starting, queues, self.catalog, _start_option(self.options), LATEST)
+            self._initial = to_json_dict(start)
+        return self._initial
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        queues = resolve_queues(self.options, self.catalog)
+        self._target = {t: {q: s.max_offset for q, s in qs.items()} for t, qs in queues.items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = from_json_dict(start)
+        queues = resolve_queues(self.options, self.catalog)
+        latest: Offsets = {t: {q: s.max_offset for q, s in qs.items()} for t, qs in queues.items()}
+        self._latest = latest
+        end: Offsets = {}
+        for topic in sorted(set(begin) | set(latest)):
+            end[topic] = {}
+            for queue in sorted(set(begin.get(topic, {})) | set(latest.get(topic, {}))):
+                at = begin.get(topic, {}).get(queue)
+                state = queues.get(topic, {}).get(queue)
+                if state is None:
+                    assert at is not None
+                    self._gone(topic, queue, at)
+                    continue
+                if at is None:  # a new queue (or a new topic of the pattern): from its first message, as Kafka
+                    begin.setdefault(topic, {})[queue] = at = state.min_offset
+                if at > state.max_offset:
+                    self._gone(topic, queue, at, state.max_offset)
+                    begin[topic][queue] = at = state.max_offset
+                end[topic][queue] = max(at, state.max_offset)
+        if self._target is not None:
+            end = cap(begin, end, self._target)
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin, end, limit.max_rows)
+        if self._waits_for_more(begin, end, limit):
+            return start
+        return to_json_dict({t: qs for t, qs in end.items() if qs})
+
+    def _waits_for_more(self, begin: Offsets, end: Offsets, limit: ReadLimit) -> bool:
+        """``minOffsetsPerTrigger``: hold the trigger until that many are there or ``maxTriggerDelay`` passed."""
+        wanted = self.options.min_offsets_per_trigger
+        now = time.monotonic()
+        if self._last_trigger is None:
+            self._last_trigger = now
+        if wanted is None or self._target is not None or isinstance(limit, ReadAllAvailable):
+            return False
+        available = total_between(begin, end)
+        if available < wanted and (now - self._last_trigger) * 1000 < self.options.max_trigger_delay_ms:
+            return True
+        self._last_trigger = now
+        return False
+
+    def _gone(self, topic: str, queue: QueueKey, at: int, now_max: int | None = None) -> None:
+        where = f"queue {topic}/{queue}"
+        what = "no longer exists" if now_max is None else f"now ends at offset {now_max}"
+        if self.options.fail_on_data_loss:
+            raise RocketMQConnectorError(
+                ConnectorErrorCode.DATA_LOSS,
+                f"option 'failOnDataLoss': {where} {what}, but the query was at offset {at} (the topic was deleted "
+                "or recreated). Set failOnDataLoss=false to go on without it.",
+                "failOnDataLoss",
+            )
+        log.warning("%s %s (query at offset %d); going on (failOnDataLoss=false)", where, what, at)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return to_json_dict(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueueRange]:
+        return plan_ranges(from_json_dict(start), from_json_dict(end), self.options, self.catalog)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, QueueRange):  # Spark's stand-in when there is nothing to read
+            return iter(())
+        return read_range(self.options, self.schema, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        if self.options.group is None:
+            return
+        for topic, per_queue in from_json_dict(end).items():
+            for queue, offset in per_queue.items():
+                try:
+                    self.catalog.commit(topic, queue, offset)
+                except Exception as exc:  # progress for lag tools only: the checkpoint has the truth
+                    log.warning(
+                        "committing %s/%s=%d for group %s failed: %s", topic, queue, offset, self.options.group, exc
+                    )
+
+    def stop(self) -> None:
+        CLIENTS.close()

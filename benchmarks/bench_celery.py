@@ -30,7 +30,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_peers import RABBIT_SERVER, _free_port, _log_tail, _missing, _stop_pid, _tree, _which
+from benchmarks.bench_peers import (
+    RABBIT_SERVER,
+    _free_port,
+    _log_tail,
+    _missing,
+    _stop_pid,
+    _tree,
+    _which,
+    rabbitmq_node,
+)
 from benchmarks.common import pct, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,31 +113,8 @@ def rabbitmq_server(workdir: Path) -> Iterator[str]:
     epmd_bin = _which("epmd", "/usr/lib/erlang/bin/epmd")
     if epmd_bin is None:
         raise NotInstalled("epmd not found (erlang-base missing)")
-    port, epmd_port, dist_port = _free_port(), _free_port(), _free_port()
     base = workdir / "rabbitmq"
-    (base / "home").mkdir(parents=True)
-    (base / "rabbitmq.conf").write_text(
-        f"listeners.tcp.default = 127.0.0.1:{port}\nloopback_users.guest = true\ndisk_free_limit.absolute = 1GB\n"
-    )
-    (base / "enabled_plugins").write_text("[].\n")
-    (base / "rabbitmq-env.conf").write_text("")
-    env = {
-        **os.environ,
-        "HOME": str(base / "home"),
-        "RABBITMQ_NODENAME": f"orbitcelery{port}@localhost",
-        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-        "RABBITMQ_NODE_PORT": str(port),
-        "RABBITMQ_DIST_PORT": str(dist_port),
-        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-        "RABBITMQ_LOG_BASE": str(base / "log"),
-        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
-        "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
-        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
-        "ERL_EPMD_ADDRESS": "127.0.0.1",
-        "ERL_EPMD_PORT": str(epmd_port),
-    }
+    port, epmd_port, env = rabbitmq_node(base, "orbitcelery")
     epmd = subprocess.Popen(
         [str(epmd_bin), "-address", "127.0.0.1", "-port", str(epmd_port)],
         stdout=subprocess.DEVNULL,

@@ -542,6 +542,38 @@ async def _rabbit_latency(params: Any, seconds: float) -> dict[str, Any]:
     return _latency_result(latencies, paced, expected)
 
 
+def rabbitmq_node(base: Path, name: str) -> tuple[int, int, dict[str, str]]:
+    """A private RabbitMQ node's files under ``base`` and its environment: (AMQP port, epmd port, env).
+
+    Everything listens on loopback only (Erlang distribution too, through our own epmd), nothing is read from
+    /etc/rabbitmq, and the Erlang cookie is created in ``base``, not in root's home."""
+    port, epmd_port, dist_port = _free_port(), _free_port(), _free_port()
+    (base / "home").mkdir(parents=True)
+    (base / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = 127.0.0.1:{port}\nloopback_users.guest = true\ndisk_free_limit.absolute = 1GB\n"
+    )
+    (base / "enabled_plugins").write_text("[].\n")  # no management plugin: nothing else listens
+    (base / "rabbitmq-env.conf").write_text("")
+    env = {
+        **os.environ,
+        "HOME": str(base / "home"),
+        "RABBITMQ_NODENAME": f"{name}{port}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
+        "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        "ERL_EPMD_ADDRESS": "127.0.0.1",
+        "ERL_EPMD_PORT": str(epmd_port),
+    }
+    return port, epmd_port, env
+
+
 def bench_rabbitmq(n: int, workdir: Path, latency_s: float) -> PeerResult:
     binary = RABBIT_SERVER if os.access(RABBIT_SERVER, os.X_OK) else None
     settings = {
@@ -566,32 +598,8 @@ def bench_rabbitmq(n: int, workdir: Path, latency_s: float) -> PeerResult:
     import pika
 
     result.client_version = pika.__version__
-    port, epmd_port, dist_port = _free_port(), _free_port(), _free_port()
     base = workdir / "rabbitmq"
-    (base / "home").mkdir(parents=True)
-    (base / "rabbitmq.conf").write_text(
-        f"listeners.tcp.default = 127.0.0.1:{port}\nloopback_users.guest = true\ndisk_free_limit.absolute = 1GB\n"
-    )
-    (base / "enabled_plugins").write_text("[].\n")  # no management plugin: nothing else listens
-    (base / "rabbitmq-env.conf").write_text("")  # do not pick up /etc/rabbitmq/rabbitmq-env.conf
-    env = {
-        **os.environ,
-        "HOME": str(base / "home"),  # the Erlang cookie is created here, not in root's home
-        "RABBITMQ_NODENAME": f"orbitbench{port}@localhost",
-        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-        "RABBITMQ_NODE_PORT": str(port),
-        "RABBITMQ_DIST_PORT": str(dist_port),
-        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-        "RABBITMQ_LOG_BASE": str(base / "log"),
-        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-        "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
-        "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
-        # Erlang distribution on loopback only, through our own epmd.
-        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
-        "ERL_EPMD_ADDRESS": "127.0.0.1",
-        "ERL_EPMD_PORT": str(epmd_port),
-    }
+    port, epmd_port, env = rabbitmq_node(base, "orbitbench")
     epmd = subprocess.Popen(
         [str(epmd_bin), "-address", "127.0.0.1", "-port", str(epmd_port)],
         stdout=subprocess.DEVNULL,

@@ -35,28 +35,27 @@ def _refuse_processes(item: pytest.Item) -> pytest.MonkeyPatch:
     return patch
 
 
+def _guarded(item: pytest.Item) -> Iterator[None]:
+    """Run a test phase; without the ``integration`` marker, ``ServerProcess.start`` is refused during it."""
+    if item.get_closest_marker("integration") is not None:
+        return (yield)
+    patch = _refuse_processes(item)
+    try:
+        return (yield)
+    finally:
+        patch.undo()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     """A test (or a fixture it sets up, module-scoped ones too) that starts a server without the ``integration``
     marker fails, so ``pytest -m "not integration"`` stays a fast loop without processes."""
-    if item.get_closest_marker("integration") is not None:
-        return (yield)
-    patch = _refuse_processes(item)
-    try:
-        return (yield)
-    finally:
-        patch.undo()
+    return (yield from _guarded(item))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    if item.get_closest_marker("integration") is not None:
-        return (yield)
-    patch = _refuse_processes(item)
-    try:
-        return (yield)
-    finally:
-        patch.undo()
+    return (yield from _guarded(item))
 
 
 # Small segments and short intervals keep tests fast; any key can be overridden per broker.

@@ -79,6 +79,9 @@ class WireMessage:
     topic: str
     message_type: int
     body_size: int
+    # A plain message (normal, uncompressed, no namespace) as ``Produce/SendBatch`` stores it: the properties the
+    # broker's v2 conversion would store, so either path stores the same record. None: only v2 SendMessage fits.
+    batch_properties: dict[str, str] | None = None
 
     @property
     def message_id(self) -> str:
@@ -233,7 +236,16 @@ def to_wire(
         body=body,
     )
     sys_h[BuiltinKeys.MESSAGE_ID] = sp.message_id
-    return WireMessage(pb, message, topic, int(sp.message_type), len(body))
+    batch_properties = None
+    if sp.message_type == definition_pb2.NORMAL and sp.body_encoding == definition_pb2.IDENTITY and not namespace:
+        # the order of the broker's from_v2_message: user properties, tag, keys, id
+        batch_properties = props
+        if tag is not None:
+            props[mc.PROPERTY_TAGS] = tag[1]
+        if keys:
+            props[mc.PROPERTY_KEYS] = mc.KEY_SEPARATOR.join(keys)
+        props[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+    return WireMessage(pb, message, topic, int(sp.message_type), len(body), batch_properties)
 
 
 def decode_body(body: bytes, encoding: int) -> bytes:

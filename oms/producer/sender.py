@@ -168,7 +168,7 @@ def send_batch_request(wires: Sequence[WireMessage]) -> produce_pb2.SendBatchReq
         props = w.batch_properties
         if props is None or w.message_type != definition_pb2.NORMAL:
             return None
-        entries.append(BatchEntry(0, w.pb.body, props))
+        entries.append(BatchEntry(0, w.body, props))
     return produce_pb2.SendBatchRequest(
         topic=wires[0].topic,
         queue_id=ANY_QUEUE,  # the broker picks the queue, as for v2 SendMessage

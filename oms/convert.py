@@ -116,7 +116,10 @@ def _format_error(key: str, why: str, code: int = Code.BAD_REQUEST) -> OMSMessag
     return OMSMessageFormatException(code, f"header {key}: {why}")
 
 
-def _first(message: BytesMessage, keys: tuple[str, ...]) -> tuple[str, str] | None:
+def _first(message: BytesMessage, keys: tuple[str, ...], present: set[str]) -> tuple[str, str] | None:
+    """The first of ``keys`` set in the sys headers, then the user headers; ``present``: every header name set."""
+    if present.isdisjoint(keys):  # the usual case, without a lookup per name and map
+        return None
     for headers in (message.sys_headers(), message.user_headers()):
         for key in keys:
             value = headers.get(key)
@@ -129,7 +132,7 @@ def _timestamp_ms(ms: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def _delivery_ms(message: BytesMessage, now_ms: int) -> tuple[int | None, int | None]:
+def _delivery_ms(message: BytesMessage, now_ms: int, present: set[str]) -> tuple[int | None, int | None]:
     """The delivery time to send, and the delay level it came from (None for a START_TIME or no delay)."""
     start = message.sys_headers().get(BuiltinKeys.START_TIME)
     if start:
@@ -144,7 +147,7 @@ def _delivery_ms(message: BytesMessage, now_ms: int) -> tuple[int | None, int | 
                 Code.ILLEGAL_DELIVERY_TIME,
             )
         return (deliver if deliver > now_ms else None), None
-    found = _first(message, _DELAY_KEYS)
+    found = _first(message, _DELAY_KEYS, present)
     if found is None:
         return None, None
     key, raw = found
@@ -176,6 +179,7 @@ def to_wire(
     if not isinstance(message, BytesMessage):
         raise TypeError(f"expected an oms.BytesMessage, got {type(message).__name__}")
     sys_h, user_h = message.sys_headers(), message.user_headers()
+    present = {*sys_h, *user_h}
     for key, why in _UNSUPPORTED.items():
         if key in sys_h:
             raise OMSNotSupportedException(Code.NOT_IMPLEMENTED, f"header {key}: {why}")
@@ -195,7 +199,7 @@ def to_wire(
             raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
         mid = message_id or new_message_id()
         size = 0
-        tag = _first(message, _TAG_KEYS)
+        tag = _first(message, _TAG_KEYS, present)
         if tag is not None:
             validate_tag(tag[1])
             size += len(tag[1].encode("utf-8"))
@@ -203,10 +207,10 @@ def to_wire(
         if keys:
             validate_keys(keys)
             size += sum(len(k.encode("utf-8")) for k in keys)
-        group = _first(message, _GROUP_KEYS)
+        group = _first(message, _GROUP_KEYS, present)
         if group is not None:
             validate_message_group(group[1])
-        deliver_ms, level = _delivery_ms(message, now_ms)
+        deliver_ms, level = _delivery_ms(message, now_ms, present)
         trace = sys_h.get(BuiltinKeys.TRACE_ID)
         props: dict[str, str] = {}
         # Unknown sys headers travel as properties, as RocketMQ's OMS did; user headers override them.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import time
 import zlib
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from google.protobuf import timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2
@@ -70,26 +70,56 @@ _MAPPED = frozenset(
 )
 
 
-@dataclass
 class WireMessage:
-    """A validated message ready for SendMessage; ``body_size`` is the size on the wire (after compression)."""
+    """A validated message ready for sending; ``body`` is the body on the wire (after compression).
 
-    pb: definition_pb2.Message
-    source: BytesMessage
-    topic: str
-    message_type: int
-    body_size: int
+    The v2 protobuf ``pb`` is built on first use: ``Produce/SendBatch`` sends plain messages without it.
+    """
+
+    __slots__ = ("_make", "_pb", "batch_properties", "body", "message_id", "message_type", "source", "topic")
+
+    def __init__(
+        self,
+        source: BytesMessage,
+        topic: str,
+        message_type: int,
+        body: bytes,
+        message_id: str,
+        make: Callable[[], definition_pb2.Message],
+        batch_properties: dict[str, str] | None = None,
+    ) -> None:
+        self.source = source
+        self.topic = topic
+        self.message_type = message_type
+        self.body = body
+        self.message_id = message_id
+        # A plain message (normal, uncompressed, no namespace) as ``Produce/SendBatch`` stores it: the properties
+        # the broker's v2 conversion would store, so either path stores the same record. None: v2 SendMessage only.
+        self.batch_properties = batch_properties
+        self._make: Callable[[], definition_pb2.Message] | None = make
+        self._pb: definition_pb2.Message | None = None
 
     @property
-    def message_id(self) -> str:
-        return str(self.pb.system_properties.message_id)
+    def body_size(self) -> int:
+        return len(self.body)
+
+    @property
+    def pb(self) -> definition_pb2.Message:
+        """The v2 message (built once; ordered sends change its system properties in place)."""
+        if self._pb is None:
+            assert self._make is not None
+            self._pb, self._make = self._make(), None
+        return self._pb
 
 
 def _format_error(key: str, why: str, code: int = Code.BAD_REQUEST) -> OMSMessageFormatException:
     return OMSMessageFormatException(code, f"header {key}: {why}")
 
 
-def _first(message: BytesMessage, keys: tuple[str, ...]) -> tuple[str, str] | None:
+def _first(message: BytesMessage, keys: tuple[str, ...], present: set[str]) -> tuple[str, str] | None:
+    """The first of ``keys`` set in the sys headers, then the user headers; ``present``: every header name set."""
+    if present.isdisjoint(keys):  # the usual case, without a lookup per name and map
+        return None
     for headers in (message.sys_headers(), message.user_headers()):
         for key in keys:
             value = headers.get(key)
@@ -102,7 +132,7 @@ def _timestamp_ms(ms: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def _delivery_ms(message: BytesMessage, now_ms: int) -> tuple[int | None, int | None]:
+def _delivery_ms(message: BytesMessage, now_ms: int, present: set[str]) -> tuple[int | None, int | None]:
     """The delivery time to send, and the delay level it came from (None for a START_TIME or no delay)."""
     start = message.sys_headers().get(BuiltinKeys.START_TIME)
     if start:
@@ -117,7 +147,7 @@ def _delivery_ms(message: BytesMessage, now_ms: int) -> tuple[int | None, int | 
                 Code.ILLEGAL_DELIVERY_TIME,
             )
         return (deliver if deliver > now_ms else None), None
-    found = _first(message, _DELAY_KEYS)
+    found = _first(message, _DELAY_KEYS, present)
     if found is None:
         return None, None
     key, raw = found
@@ -149,6 +179,7 @@ def to_wire(
     if not isinstance(message, BytesMessage):
         raise TypeError(f"expected an oms.BytesMessage, got {type(message).__name__}")
     sys_h, user_h = message.sys_headers(), message.user_headers()
+    present = {*sys_h, *user_h}
     for key, why in _UNSUPPORTED.items():
         if key in sys_h:
             raise OMSNotSupportedException(Code.NOT_IMPLEMENTED, f"header {key}: {why}")
@@ -166,29 +197,21 @@ def to_wire(
             validate_body(body, max_message_size)
         except MQError as exc:
             raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
-        sp = definition_pb2.SystemProperties(message_id=message_id or new_message_id(), born_host=born_host)
-        sp.born_timestamp.CopyFrom(_timestamp_ms(now_ms))
+        mid = message_id or new_message_id()
         size = 0
-        tag = _first(message, _TAG_KEYS)
+        tag = _first(message, _TAG_KEYS, present)
         if tag is not None:
             validate_tag(tag[1])
-            sp.tag = tag[1]
             size += len(tag[1].encode("utf-8"))
         keys = message.keys
         if keys:
             validate_keys(keys)
-            sp.keys.extend(keys)
             size += sum(len(k.encode("utf-8")) for k in keys)
-        group = _first(message, _GROUP_KEYS)
+        group = _first(message, _GROUP_KEYS, present)
         if group is not None:
             validate_message_group(group[1])
-            sp.message_group = group[1]
-        deliver_ms, level = _delivery_ms(message, now_ms)
-        if deliver_ms is not None:
-            sp.delivery_timestamp.CopyFrom(_timestamp_ms(deliver_ms))
+        deliver_ms, level = _delivery_ms(message, now_ms, present)
         trace = sys_h.get(BuiltinKeys.TRACE_ID)
-        if trace:
-            sp.trace_context = trace
         props: dict[str, str] = {}
         # Unknown sys headers travel as properties, as RocketMQ's OMS did; user headers override them.
         for key, value in sys_h.items():
@@ -204,36 +227,62 @@ def to_wire(
     except MQError as exc:
         raise from_mq_error(exc) from None
     if transactional:
-        if sp.HasField("message_group") or sp.HasField("delivery_timestamp"):
+        if group is not None or deliver_ms is not None:
             raise OMSMessageFormatException(
                 Code.BAD_REQUEST, "a transactional message cannot have a message group (sharding key) or a delay"
             )
-        sp.message_type = definition_pb2.TRANSACTION
-    elif sp.HasField("delivery_timestamp"):
-        if sp.HasField("message_group"):
+        message_type = definition_pb2.TRANSACTION
+    elif deliver_ms is not None:
+        if group is not None:
             raise OMSMessageFormatException(
                 Code.BAD_REQUEST, "a delayed message cannot have a message group (sharding key)"
             )
-        sp.message_type = definition_pb2.DELAY
-    elif sp.HasField("message_group"):
-        sp.message_type = definition_pb2.FIFO
+        message_type = definition_pb2.DELAY
+    elif group is not None:
+        message_type = definition_pb2.FIFO
     else:
-        sp.message_type = definition_pb2.NORMAL
-    sp.body_encoding = definition_pb2.IDENTITY
+        message_type = definition_pb2.NORMAL
+    encoding = definition_pb2.IDENTITY
     if 0 < compress_over < len(body):
         packed = zlib.compress(body, COMPRESS_LEVEL)
         if len(packed) < len(body):  # incompressible bodies travel as they are
             body = packed
             # v2 has no ZLIB value: GZIP means "compressed", and readers accept zlib and gzip streams
-            sp.body_encoding = definition_pb2.GZIP
-    pb = definition_pb2.Message(
-        topic=definition_pb2.Resource(name=topic, resource_namespace=namespace),
-        user_properties=props,
-        system_properties=sp,
-        body=body,
-    )
-    sys_h[BuiltinKeys.MESSAGE_ID] = sp.message_id
-    return WireMessage(pb, message, topic, int(sp.message_type), len(body))
+            encoding = definition_pb2.GZIP
+
+    def build() -> definition_pb2.Message:
+        sp = definition_pb2.SystemProperties(
+            message_id=mid, born_host=born_host, message_type=message_type, body_encoding=encoding
+        )
+        sp.born_timestamp.CopyFrom(_timestamp_ms(now_ms))
+        if tag is not None:
+            sp.tag = tag[1]
+        if keys:
+            sp.keys.extend(keys)
+        if group is not None:
+            sp.message_group = group[1]
+        if deliver_ms is not None:
+            sp.delivery_timestamp.CopyFrom(_timestamp_ms(deliver_ms))
+        if trace:
+            sp.trace_context = trace
+        return definition_pb2.Message(
+            topic=definition_pb2.Resource(name=topic, resource_namespace=namespace),
+            user_properties=props,
+            system_properties=sp,
+            body=body,
+        )
+
+    sys_h[BuiltinKeys.MESSAGE_ID] = mid
+    batch_properties = None
+    if message_type == definition_pb2.NORMAL and encoding == definition_pb2.IDENTITY and not namespace:
+        # the order of the broker's from_v2_message: user properties, tag, keys, id
+        batch_properties = dict(props)
+        if tag is not None:
+            batch_properties[mc.PROPERTY_TAGS] = tag[1]
+        if keys:
+            batch_properties[mc.PROPERTY_KEYS] = mc.KEY_SEPARATOR.join(keys)
+        batch_properties[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
+    return WireMessage(message, topic, int(message_type), body, mid, build, batch_properties)
 
 
 def decode_body(body: bytes, encoding: int) -> bytes:

@@ -16,6 +16,7 @@ from oms.client.endpoints import Endpoint
 from oms.client.headers import HeaderBuilder
 from oms.errors import OMSRuntimeException, exception_for, from_rpc_error
 from orbitmq.errors import Code
+from orbitmq.proto import produce_pb2, produce_pb2_grpc
 
 log = logging.getLogger("oms.client.rpc")
 
@@ -37,6 +38,9 @@ class ChannelPool:
 
     def __init__(self) -> None:
         self._channels: dict[Endpoint, tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]] = {}
+        self._produce: dict[Endpoint, produce_pb2_grpc.ProduceStub] = {}
+        # Endpoints that answered Produce/SendBatch with UNIMPLEMENTED (e.g. a RocketMQ proxy): never asked again.
+        self.without_send_batch: set[Endpoint] = set()
 
     def _entry(self, endpoint: Endpoint) -> tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]:
         entry = self._channels.get(endpoint)
@@ -48,12 +52,19 @@ class ChannelPool:
     def stub(self, endpoint: Endpoint) -> service_pb2_grpc.MessagingServiceStub:
         return self._entry(endpoint)[1]
 
+    def produce_stub(self, endpoint: Endpoint) -> produce_pb2_grpc.ProduceStub:
+        stub = self._produce.get(endpoint)
+        if stub is None:
+            stub = self._produce[endpoint] = produce_pb2_grpc.ProduceStub(self.channel(endpoint))
+        return stub
+
     def channel(self, endpoint: Endpoint) -> grpc.aio.Channel:
         """The shared channel itself, for the other services a server offers there (admin, name server)."""
         return self._entry(endpoint)[0]
 
     async def close(self, grace: float = 0.5) -> None:
         channels, self._channels = list(self._channels.values()), {}
+        self._produce = {}
         for channel, _ in channels:
             await channel.close(grace)
 
@@ -94,4 +105,27 @@ class Rpc:
             raise from_rpc_error(exc, what) from None
         if check:
             check_status(response.status, what)
+        return response
+
+    def serves_send_batch(self, endpoint: Endpoint) -> bool:
+        """False once ``endpoint`` answered ``Produce/SendBatch`` with UNIMPLEMENTED."""
+        return endpoint not in self.pool.without_send_batch
+
+    async def send_batch(
+        self, endpoint: Endpoint, request: produce_pb2.SendBatchRequest, timeout: float
+    ) -> produce_pb2.SendBatchResponse | None:
+        """``Produce/SendBatch`` on ``endpoint``, its status unchecked; None (remembered) when the endpoint does not
+        serve it. Raises an ``OMSException`` on any other transport failure."""
+        what = f"SendBatch to {endpoint}"
+        try:
+            response: produce_pb2.SendBatchResponse = await self.pool.produce_stub(endpoint).SendBatch(
+                request, metadata=self.headers.build(), timeout=max(timeout, 0.001)
+            )
+        except grpc.RpcError as exc:
+            code_fn = getattr(exc, "code", None)
+            if callable(code_fn) and code_fn() == grpc.StatusCode.UNIMPLEMENTED:
+                log.info("%s: not served there, sending batches with v2 SendMessage", what)
+                self.pool.without_send_batch.add(endpoint)
+                return None
+            raise from_rpc_error(exc, what) from None
         return response

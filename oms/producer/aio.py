@@ -65,9 +65,14 @@ class AsyncProducer:
         return await self.producer._await_on_loop(coro, timeout_s)  # tracked: shutdown() waits for sends in flight
 
     async def _send(
-        self, core: ClientCore, wires: list[WireMessage], timeout_s: float, pinned: RouteQueue | None
+        self,
+        core: ClientCore,
+        wires: list[WireMessage],
+        timeout_s: float,
+        pinned: RouteQueue | None,
+        fast_batch: bool = False,
     ) -> list[SendResult]:
-        coro = self.producer._sender.send(core, wires, time.monotonic() + timeout_s, pinned)
+        coro = self.producer._sender.send(core, wires, time.monotonic() + timeout_s, pinned, fast_batch=fast_batch)
         results, _ = await self._await(coro, timeout_s)
         return results
 
@@ -127,7 +132,7 @@ class AsyncProducer:
             raise
         try:
             for chunk in split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES):
-                sent = await self._send(core, [wires[i] for i in chunk], timeout_s, None)
+                sent = await self._send(core, [wires[i] for i in chunk], timeout_s, None, fast_batch=True)
                 for i, result in zip(chunk, sent, strict=True):
                     results[i] = result
                     p._hooks.after_send(batch[i], result, None)

@@ -178,7 +178,8 @@ class Producer(ProducerBase):
         try:
             for chunk in chunks:
                 deadline = time.monotonic() + timeout_s
-                sent, _ = self._run(self._sender.send(core, [wires[i] for i in chunk], deadline), timeout_s)
+                send = self._sender.send(core, [wires[i] for i in chunk], deadline, fast_batch=True)
+                sent, _ = self._run(send, timeout_s)
                 for i, result in zip(chunk, sent, strict=True):
                     results[i] = result
                     self._hooks.after_send(batch[i], result, None)

@@ -2,6 +2,8 @@
 
 RocketMQ's ``sendDefaultImpl`` with ``MQFaultStrategy``: round robin per topic, the broker that just failed avoided,
 slow brokers isolated for a while when ``send_latency_fault_enable`` is on; ordered sends are pinned to one queue.
+Plain messages go as one ``Produce/SendBatch`` (MessageBatch payload, no protobuf per message) where the broker
+serves it, else as v2 SendMessage.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from oms.producer.result import STATUS_OF_CODE, SendResult
 from oms.producer.selector import QueueSelector, group_for_queue
 from oms.queue import ANY_QUEUE, MessageQueue
 from orbitmq.errors import Code
+from orbitmq.message_batch import BatchEntry, encode_message_batch
+from orbitmq.proto import produce_pb2
 
 log = logging.getLogger("oms.producer")
 
@@ -156,6 +160,52 @@ def send_results(
     return results
 
 
+def send_batch_request(wires: Sequence[WireMessage]) -> produce_pb2.SendBatchRequest | None:
+    """``wires`` (one topic) as a ``Produce/SendBatch`` request, or None when one of them needs v2 SendMessage
+    (delay, transaction, message group, compressed body, namespace)."""
+    entries = []
+    for w in wires:
+        props = w.batch_properties
+        if props is None or w.message_type != definition_pb2.NORMAL:
+            return None
+        entries.append(BatchEntry(0, w.body, props))
+    return produce_pb2.SendBatchRequest(
+        topic=wires[0].topic,
+        queue_id=ANY_QUEUE,  # the broker picks the queue, as for v2 SendMessage
+        messages=encode_message_batch(entries),
+        count=len(entries),
+        born_timestamp_ms=int(time.time() * 1000),
+    )
+
+
+def send_batch_results(
+    response: produce_pb2.SendBatchResponse, wires: Sequence[WireMessage], queue: RouteQueue
+) -> list[SendResult]:
+    """The results ``send_results`` would give for the same messages: the batch sits contiguously in one queue."""
+    where = f"SendBatch to {queue.broker_name}"
+    code = int(response.status.code)
+    if code == 0:
+        raise OMSRuntimeException(Code.INTERNAL_ERROR, f"{where}: the response carries no status")
+    status = STATUS_OF_CODE.get(code)
+    if status is None:
+        raise exception_for(code, f"{where}: {response.status.message}")
+    if len(response.commitlog_offsets) != len(wires):
+        raise OMSRuntimeException(
+            Code.INTERNAL_ERROR, f"{where}: {len(response.commitlog_offsets)} results for {len(wires)} messages"
+        )
+    first = int(response.first_queue_offset)
+    return [
+        SendResult(
+            message_id=wire.message_id,
+            topic=wire.topic,
+            queue=MessageQueue(wire.topic, queue.broker_name, ANY_QUEUE),  # as v2 SendMessage's results say
+            queue_offset=first + i,
+            status=status,
+        )
+        for i, wire in enumerate(wires)
+    ]
+
+
 class Sender:
     """Queue choice and retries for one producer; loop-only (its round-robin counters are not locked)."""
 
@@ -194,9 +244,11 @@ class Sender:
         deadline: float,
         pinned: RouteQueue | None = None,
         attempts: int | None = None,
+        fast_batch: bool = False,
     ) -> tuple[list[SendResult], RouteQueue]:
         """Send ``wires`` (one topic) as one request; up to ``attempts`` tries (default: the producer's) while
         the deadline (``time.monotonic()``) allows. Returns the results and the queue that took them.
+        ``fast_batch``: send plain messages with ``Produce/SendBatch`` where the broker serves it (``send_batch``).
 
         The caller checked that the producer runs and passes its core: shutdown waits for sends already submitted
         (one-way ones included), so a send that starts after shutdown began still goes out rather than fails.
@@ -205,7 +257,8 @@ class Sender:
         topic = wires[0].topic
         route = await core.routes.get(topic)
         queues = (pinned,) if pinned is not None else candidates(route, wires)
-        request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
+        request: service_pb2.SendMessageRequest | None = None  # built on first use: copying the messages costs
+        batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
         last_error: OMSException | None = None
         last_broker: str | None = None
         for attempt in range(1, attempts + 1):
@@ -215,8 +268,19 @@ class Sender:
             queue = pinned or self.select(topic, queues, last_broker)
             started = time.monotonic()
             try:
-                response = await core.rpc.call(queue.endpoint, "SendMessage", request, remaining, check=False)
-                results = send_results(response, wires, queue, pinned is not None)
+                results: list[SendResult] | None = None
+                if batch_request is not None and core.rpc.serves_send_batch(queue.endpoint):
+                    batched = await core.rpc.send_batch(queue.endpoint, batch_request, remaining)
+                    # Too large: a BatchCQ topic stores a batch as one record (bodies and properties within the
+                    # broker's maxMessageSize) where v2 stores a record per message; v2's answer is the one to give.
+                    if batched is not None and batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
+                        results = send_batch_results(batched, wires, queue)
+                if results is None:
+                    if request is None:
+                        request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
+                    remaining = deadline - time.monotonic()
+                    response = await core.rpc.call(queue.endpoint, "SendMessage", request, remaining, check=False)
+                    results = send_results(response, wires, queue, pinned is not None)
             except OMSException as exc:
                 can_retry = retryable(exc)
                 self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=can_retry)

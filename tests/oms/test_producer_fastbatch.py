@@ -1,0 +1,225 @@
+"""``send_batch`` over ``Produce/SendBatch`` against real broker processes: what a consumer reads back matches the
+results and what v2 SendMessage stores, refusals keep v2's codes, and batches SendBatch cannot carry still go."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rocketmq.grpc_protocol import definition_pb2
+
+import oms
+from oms.client.endpoints import Endpoint
+from oms.client.routes import RouteQueue
+from oms.convert import WireMessage, to_wire
+from oms.producer.base import ProducerBase
+from oms.producer.sender import send_batch_request, send_batch_results
+from oms.queue import MessageQueue
+from orbitmq.errors import Code
+from orbitmq.proto import produce_pb2
+from tests.oms.helpers import create_topic, pull_all
+
+
+class SendBatchCalls:
+    """Counts the producer's ``Produce/SendBatch`` calls (and their answers); the real call still goes out."""
+
+    def __init__(self, producer: ProducerBase) -> None:
+        self.rpc = producer._running_core().rpc
+        self.answers: list[produce_pb2.SendBatchResponse | None] = []
+        real = self.rpc.send_batch
+
+        async def counted(*args: Any, **kw: Any) -> produce_pb2.SendBatchResponse | None:
+            answer = await real(*args, **kw)
+            self.answers.append(answer)
+            return answer
+
+        self.rpc.send_batch = counted  # type: ignore[method-assign]
+
+
+def stored_by_id(addr: str, topic: str) -> dict[str, tuple[int, definition_pb2.Message]]:
+    """Every stored message of ``topic`` by message id: (queue id, message)."""
+    return {m.system_properties.message_id: (qid, m) for qid, msgs in pull_all(addr, topic).items() for m in msgs}
+
+
+def _messages(topic: str, n: int, prefix: str) -> list[oms.BytesMessage]:
+    return [
+        oms.BytesMessage(
+            f"{prefix}-{i}",
+            topic,
+            tags=f"Tag{i % 3}" if i % 4 else None,
+            keys=[f"k{i}", f"order-{i // 10}"] if i % 2 else None,
+            user_headers={"i": i, "color": "red"} if i % 5 else None,
+        )
+        for i in range(n)
+    ]
+
+
+def _record(m: definition_pb2.Message) -> tuple[Any, ...]:
+    sp = m.system_properties
+    return (m.body, sp.tag if sp.HasField("tag") else None, tuple(sp.keys), dict(m.user_properties))
+
+
+@pytest.fixture
+def fast_producer(access_point: oms.MessagingAccessPoint) -> Iterator[oms.Producer]:
+    with access_point.create_producer(operation_timeout=10_000) as p:
+        yield p
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_results_match_what_a_consumer_reads_and_what_v2_stores(shared_broker, fast_producer):
+    calls = SendBatchCalls(fast_producer)
+    batch = _messages("OmsFast", 300, "fast")
+    results = fast_producer.send_batch(batch)
+    assert len(calls.answers) == 1 and calls.answers[0] is not None  # one SendBatch, served
+    assert [r.message_id for r in results] == [m.message_id for m in batch]
+    assert all(r.ok and r.topic == "OmsFast" and r.queue.queue_id == -1 for r in results)  # as v2 results say
+    stored = stored_by_id(shared_broker.addr, "OmsFast")
+    assert set(stored) == {r.message_id for r in results}
+    assert len({qid for qid, _ in stored.values()}) == 1  # one request, one queue
+    for result, message in zip(results, batch, strict=True):
+        _, m = stored[result.message_id]
+        assert m.system_properties.queue_offset == result.queue_offset
+        assert m.body == message.body
+    offsets = [r.queue_offset for r in results]
+    assert offsets == list(range(offsets[0], offsets[0] + len(batch)))
+
+    # The same messages one by one over v2 SendMessage are stored with the same tags, keys and properties.
+    twins = _messages("OmsFastTwin", 300, "fast")
+    for twin in twins:
+        fast_producer.send(twin)
+    assert len(calls.answers) == 1  # single sends stay on v2
+    twin_stored = stored_by_id(shared_broker.addr, "OmsFastTwin")
+    for result, twin in zip(results, twins, strict=True):
+        assert _record(stored[result.message_id][1]) == _record(twin_stored[str(twin.message_id)][1])
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_async_send_batch_takes_the_fast_path_too(shared_broker, access_point):
+    async def main() -> tuple[list[oms.SendResult], SendBatchCalls]:
+        async with access_point.create_async_producer(operation_timeout=10_000) as p:
+            calls = SendBatchCalls(p.producer)
+            return await p.send_batch(_messages("OmsFastAio", 40, "aio")), calls
+
+    results, calls = asyncio.run(asyncio.wait_for(main(), 60))
+    assert len(calls.answers) == 1 and calls.answers[0] is not None
+    stored = stored_by_id(shared_broker.addr, "OmsFastAio")
+    assert {i: (stored[r.message_id][1].system_properties.queue_offset) for i, r in enumerate(results)} == {
+        i: r.queue_offset for i, r in enumerate(results)
+    }
+    assert sorted(m.body for _, m in stored.values()) == sorted(f"aio-{i}".encode() for i in range(40))
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_a_batch_with_a_delayed_message_goes_over_v2(shared_broker, fast_producer):
+    create_topic(shared_broker.addr, "OmsFastMixed", "MIXED")
+    calls = SendBatchCalls(fast_producer)
+    later = int(time.time() * 1000) + 60_000
+    batch = [*_messages("OmsFastMixed", 5, "now"), oms.BytesMessage(b"later", "OmsFastMixed", start_time=later)]
+    results = fast_producer.send_batch(batch)
+    assert calls.answers == []  # nothing of it went as SendBatch
+    assert [r.message_id for r in results] == [m.message_id for m in batch] and all(r.ok for r in results)
+    assert results[-1].recall_handle  # what only the v2 path gives a delayed message
+    stored = stored_by_id(shared_broker.addr, "OmsFastMixed")
+    assert sorted(m.body for _, m in stored.values()) == sorted(f"now-{i}".encode() for i in range(5))
+    for r in results[:5]:
+        assert stored[r.message_id][1].system_properties.queue_offset == r.queue_offset
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_refused_batch_raises_what_v2_raises_and_stores_nothing(broker_factory):
+    broker = broker_factory.broker(options={"maxMessageSize": "8192"})
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer(compress_msg_body_over_howmuch=0, operation_timeout=10_000) as p,
+    ):
+        calls = SendBatchCalls(p)
+        p.send_batch([oms.BytesMessage(b"ok", "OmsFastBig")])
+        with pytest.raises(oms.OMSException) as v2:
+            p.send(oms.BytesMessage(b"y" * 9000, "OmsFastBig"))
+        with pytest.raises(oms.OMSException) as fast:
+            p.send_batch([oms.BytesMessage(b"small", "OmsFastBig"), oms.BytesMessage(b"y" * 9000, "OmsFastBig")])
+        # SendBatch refused it with the broker's code, then v2 gave the answer to raise
+        assert [a.status.code for a in calls.answers if a is not None] == [Code.OK, Code.MESSAGE_BODY_TOO_LARGE]
+    assert fast.value.code == v2.value.code == Code.MESSAGE_BODY_TOO_LARGE
+    assert type(fast.value) is type(v2.value) and "8192" in str(fast.value)
+    assert sorted(m.body for _, m in stored_by_id(broker.addr, "OmsFastBig").values()) == [b"ok"]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_an_endpoint_without_send_batch_is_remembered(broker_factory):
+    namesrv = broker_factory.namesrv()  # a real gRPC server that does not serve Produce/SendBatch
+    broker = broker_factory.broker()
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer(operation_timeout=10_000) as p,
+    ):
+        calls = SendBatchCalls(p)
+        core = p._running_core()
+        first = p.send_batch(_messages("OmsFastNs", 2, "first"))
+        assert len(calls.answers) == 1 and calls.answers[0] is not None and all(r.ok for r in first)
+        [served] = core.routes.endpoints()
+        wires = [p._prepare(m) for m in _messages("OmsFastNs", 3, "never")]
+        request = send_batch_request(wires)
+        assert request is not None
+        host, port = namesrv.addr.rsplit(":", 1)
+        elsewhere = Endpoint.of([(host, int(port))])
+        assert p._run(core.rpc.send_batch(elsewhere, request, 5), 10) is None  # UNIMPLEMENTED there
+        assert not core.rpc.serves_send_batch(elsewhere) and core.rpc.serves_send_batch(served)
+        # the broker too, as if it did not serve it: batches go as v2 SendMessage and are not asked again
+        core.rpc.pool.without_send_batch.add(served)
+        calls.answers.clear()
+        results = p.send_batch(_messages("OmsFastNs", 20, "ns"))
+        assert calls.answers == [] and all(r.ok for r in results)
+    assert sorted(m.body for _, m in stored_by_id(broker.addr, "OmsFastNs").values()) == sorted(
+        [b"first-0", b"first-1", *(f"ns-{i}".encode() for i in range(20))]
+    )
+
+
+def _wire(message: oms.BytesMessage, **kw: Any) -> WireMessage:
+    return to_wire(message, max_message_size=1 << 20, compress_over=kw.pop("compress_over", 0), **kw)
+
+
+def test_only_plain_batches_take_send_batch() -> None:
+    plain = _wire(oms.BytesMessage(b"x", "T", tags="a", keys=["k"], user_headers={"p": 1}))
+    request = send_batch_request([plain])
+    assert request is not None and request.count == 1 and request.topic == "T" and request.queue_id == -1
+    later = int(time.time() * 1000) + 60_000
+    for other in (
+        _wire(oms.BytesMessage(b"x", "T", sharding_key="g")),  # FIFO
+        _wire(oms.BytesMessage(b"x", "T", start_time=later)),  # delay
+        _wire(oms.BytesMessage(b"x", "T", delay_level=2)),  # delay level
+        _wire(oms.BytesMessage(b"x", "T"), transactional=True),
+        _wire(oms.BytesMessage(b"z" * 9000, "T"), compress_over=4096),  # compressed: the v2 body encoding says so
+        _wire(oms.BytesMessage(b"x", "T"), namespace="ns"),
+    ):
+        assert send_batch_request([plain, other]) is None
+
+
+def test_a_refused_send_batch_answer_raises_the_broker_code() -> None:
+    wires = [_wire(oms.BytesMessage(b"x", "T")) for _ in range(2)]
+    queue = RouteQueue(MessageQueue("T", "b1", 0), definition_pb2.READ_WRITE, Endpoint.of([("127.0.0.1", 1)]),
+                       frozenset({definition_pb2.NORMAL}))  # fmt: skip
+    refused = produce_pb2.SendBatchResponse(
+        status=produce_pb2.Status(code=Code.ILLEGAL_MESSAGE_PROPERTY_KEY, message="no")
+    )
+    with pytest.raises(oms.OMSException) as err:
+        send_batch_results(refused, wires, queue)
+    assert err.value.code == Code.ILLEGAL_MESSAGE_PROPERTY_KEY and "SendBatch to b1: no" in str(err.value)
+    with pytest.raises(oms.OMSRuntimeException, match="no status"):
+        send_batch_results(produce_pb2.SendBatchResponse(), wires, queue)
+    slow = produce_pb2.SendBatchResponse(
+        status=produce_pb2.Status(code=Code.MASTER_PERSISTENCE_TIMEOUT), first_queue_offset=7, commitlog_offsets=[1, 2]
+    )
+    results = send_batch_results(slow, wires, queue)
+    assert [(r.queue_offset, r.status, r.message_id) for r in results] == [
+        (7, oms.SendStatus.FLUSH_DISK_TIMEOUT, wires[0].message_id),
+        (8, oms.SendStatus.FLUSH_DISK_TIMEOUT, wires[1].message_id),
+    ]

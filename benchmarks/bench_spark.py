@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import oms
 from benchmarks.bench_e2e import BODY_SIZE, Broker, bench_batched_produce, bench_pull_batch, bench_send_batch
 from benchmarks.common import median, write_result
 
@@ -29,20 +30,6 @@ QUEUES = 4  # bench_e2e's raw clients read queues 0-3 of an auto-created topic
 READ_GOAL_ROWS_PER_S = 150_000
 READ_GOAL_RATIO = 0.5
 WRITE_GOAL_ROWS_PER_S = 100_000
-
-
-@dataclass
-class _Msg:
-    """What ``to_record_batch`` reads of a pulled message, held in memory."""
-
-    queue_offset: int
-    message_id: str
-    body: bytes
-    born_timestamp: int
-    store_timestamp: int
-    tags: str | None = None
-    keys: tuple[str, ...] = ()
-    reconsume_times: int = 0
 
 
 def _memory_source() -> Any:
@@ -77,8 +64,13 @@ def _memory_source() -> Any:
             body = b"x" * BODY_SIZE
             now = int(time.time() * 1000)
             for lo in range(partition.start, partition.end, BATCH):
-                msgs = [_Msg(o, f"01MEM{o:027X}", body, now, now) for o in range(lo, min(partition.end, lo + BATCH))]
-                yield to_record_batch(msgs, "MemTopic", "mem", partition.queue_id, schema, False)
+                offsets = list(range(lo, min(partition.end, lo + BATCH)))
+                n = len(offsets)
+                cols = oms.MessageColumns(
+                    offsets, [f"01MEM{o:027X}" for o in offsets], [None] * n, [None] * n, [body] * n,
+                    [now] * n, [now] * n, [0] * n,
+                )  # fmt: skip
+                yield to_record_batch(cols, "MemTopic", "mem", partition.queue_id, schema, False)
 
     class MemorySource(DataSource):
         @classmethod

@@ -40,8 +40,12 @@ class MessageKind(StrEnum):
     TRANSACTION = "TRANSACTION"
 
 
+# one regex search instead of a per-character loop: checked for every property of every message sent
+_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
+
+
 def _has_control(s: str) -> bool:
-    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in s)
+    return _CONTROL_CHAR.search(s) is not None
 
 
 def validate_topic(topic: str, *, allow_system: bool = False) -> None:

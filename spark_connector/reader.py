@@ -1,7 +1,7 @@
 """Batch and streaming readers: queues and offset ranges planned on the driver, ranges pulled on executors.
 
 One input partition per queue (ranges above ``maxOffsetsPerPartition``, or fewer than ``minPartitions``, are split);
-``read`` pulls its range with ``PullConsumer.pull`` and yields Arrow record batches.
+``read`` pulls its range with ``PullConsumer.pull_columns`` and yields Arrow record batches.
 """
 
 from __future__ import annotations
@@ -154,8 +154,14 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
 
     def pull(at: int, wait_s: float) -> oms.PullResult:
         want = min(options.pull_batch_size, part.end - at)
-        return consumer.pull(
-            queue, at, want, wait_s, expression=options.expression, expression_type=options.expression_type
+        return consumer.pull_columns(
+            queue,
+            at,
+            want,
+            wait_s,
+            expression=options.expression,
+            expression_type=options.expression_type,
+            properties=options.include_properties,
         )
 
     offset, waited = part.start, False
@@ -188,10 +194,12 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
                 )
             if result.next_offset < part.end:
                 ahead = prefetch.submit(pull, result.next_offset, 0.0)
-            messages = [m for m in result.messages if (m.queue_offset or 0) < part.end]
-            if messages:
+            cols = result.columns or oms.MessageColumns()
+            if cols.queue_offsets and cols.queue_offsets[-1] >= part.end:  # the pull may run past this range
+                cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < part.end])
+            if len(cols):
                 yield to_record_batch(
-                    messages, part.topic, part.broker_name, part.queue_id, target, options.include_properties
+                    cols, part.topic, part.broker_name, part.queue_id, target, options.include_properties
                 )
             offset = result.next_offset
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import (
@@ -63,7 +62,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def to_record_batch(
-    messages: Sequence[oms.BytesMessage],
+    cols: oms.MessageColumns,
     topic: str,
     broker_name: str,
     queue_id: int,
@@ -71,21 +70,27 @@ def to_record_batch(
     include_properties: bool,
 ) -> pa.RecordBatch:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    n = len(messages)
+    n = len(cols)
+
+    def millis(values: list[int], name: str) -> pa.Array:
+        return pc.multiply(pa.array(values, pa.int64()), 1000).cast(schema.field(name).type)
+
     columns: list[pa.Array] = [
-        pa.array([topic] * n, pa.string()),
-        pa.array([broker_name] * n, pa.string()),
-        pa.array([queue_id] * n, pa.int32()),
-        pa.array([m.queue_offset for m in messages], pa.int64()),
-        pa.array([m.message_id for m in messages], pa.string()),
-        pa.array([m.tags for m in messages], pa.string()),
-        pa.array([" ".join(m.keys) or None for m in messages], pa.string()),
-        pa.array([m.body for m in messages], pa.binary()),
-        pa.array([(m.born_timestamp or 0) * 1000 for m in messages], schema.field("bornTimestamp").type),
-        pa.array([(m.store_timestamp or 0) * 1000 for m in messages], schema.field("storeTimestamp").type),
-        pa.array([m.reconsume_times for m in messages], pa.int32()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(broker_name, pa.string()), n),
+        pa.repeat(pa.scalar(queue_id, pa.int32()), n),
+        pa.array(cols.queue_offsets, pa.int64()),
+        pa.array(cols.message_ids, pa.string()),
+        pa.array(cols.tags, pa.string()),
+        pa.array(cols.keys, pa.string()),
+        pa.array(cols.bodies, pa.binary()),
+        millis(cols.born_timestamps, "bornTimestamp"),
+        millis(cols.store_timestamps, "storeTimestamp"),
+        pa.array(cols.reconsume_times, pa.int32()),
     ]
     if include_properties:
-        columns.append(pa.array([list(m.user_headers().items()) for m in messages], schema.field("properties").type))
+        props = cols.properties or [{} for _ in range(n)]
+        columns.append(pa.array([list(p.items()) for p in props], schema.field("properties").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

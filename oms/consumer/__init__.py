@@ -5,6 +5,7 @@ Created by ``MessagingAccessPoint.create_push_consumer`` / ``create_pull_consume
 
 from __future__ import annotations
 
+from oms.consumer.columns import MessageColumns
 from oms.consumer.config import ConsumeFromWhere, ConsumeMode, ConsumerConfig, ConsumerKeys, MessageModel
 from oms.consumer.listener import (
     ConsumeConcurrentlyStatus,
@@ -24,6 +25,7 @@ __all__ = [
     "ConsumerConfig",
     "ConsumerKeys",
     "ExpressionType",
+    "MessageColumns",
     "MessageModel",
     "MessageSelector",
     "PullConsumer",

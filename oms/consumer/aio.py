@@ -124,6 +124,24 @@ class AsyncPullConsumer:
         coro = c._pull_async(queue, offset, max_messages, timeout, expression, expression_type, max_bytes)
         return await self._await(coro, timeout + c.config.timeout_s)
 
+    async def pull_columns(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int = 32,
+        timeout: float = 0.0,
+        *,
+        expression: str | MessageSelector | None = None,
+        expression_type: str | None = None,
+        max_bytes: int = 0,
+        properties: bool = False,
+    ) -> PullResult:
+        c = self.consumer
+        coro = c._pull_async(
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, True, properties
+        )
+        return await self._await(coro, timeout + c.config.timeout_s)
+
     async def commit(self, queue: MessageQueue, offset: int) -> None:
         c = self.consumer
         await self._await(c._commit_async(queue, offset), c.config.timeout_s)

@@ -21,6 +21,7 @@ from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.base import ConsumerBase
 from oms.consumer.calls import PullBatchError, QueueRef, Receipt, code_name
+from oms.consumer.columns import MessageColumns, decode_columns
 from oms.consumer.config import MAX_RECEIVE_BATCH
 from oms.consumer.records import decode_records
 from oms.consumer.selector import MessageSelector
@@ -47,7 +48,7 @@ class PullStatus(Enum):
 @dataclass(frozen=True)
 class PullResult:
     """One pull: ``messages`` in queue order and ``next_offset`` to pull from next (also on OFFSET_ILLEGAL:
-    the nearest valid offset)."""
+    the nearest valid offset). A columnar pull (``pull_columns``) fills ``columns`` instead of ``messages``."""
 
     status: PullStatus
     queue: MessageQueue
@@ -55,12 +56,18 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[BytesMessage] = field(default_factory=list)
+    columns: MessageColumns | None = None
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return len(self.columns) if self.columns is not None else len(self.messages)
 
     def __iter__(self) -> Iterator[BytesMessage]:
         return iter(self.messages)
+
+
+def _no_rows(columnar: bool) -> MessageColumns | None:
+    """A columnar pull's ``columns`` even when nothing came (so readers need no None check)."""
+    return MessageColumns() if columnar else None
 
 
 @dataclass
@@ -232,11 +239,14 @@ class PullConsumerBase(ConsumerBase):
         expression: str | MessageSelector | None,
         expression_type: str | None,
         max_bytes: int,
+        columns: bool = False,
+        properties: bool = False,
     ) -> PullResult:
         if offset < 0 or max_messages <= 0 or timeout < 0:
             raise ValueError("offset and timeout must not be negative, max_messages must be positive")
         selector = MessageSelector.of(expression, expression_type) if expression is not None else None
-        return await self._pull(self._running_core(), queue, offset, max_messages, timeout, selector, max_bytes)
+        core = self._running_core()
+        return await self._pull(core, queue, offset, max_messages, timeout, selector, max_bytes, columns, properties)
 
     async def _pull(
         self,
@@ -247,6 +257,8 @@ class PullConsumerBase(ConsumerBase):
         timeout: float,
         selector: MessageSelector | None,
         max_bytes: int,
+        columns: bool = False,
+        properties: bool = False,
     ) -> PullResult:
         calls = self._running_calls()
         ref = await self._queue_ref(core, queue)
@@ -258,13 +270,20 @@ class PullConsumerBase(ConsumerBase):
             policy = definition_pb2.QueryOffsetPolicy
             low = await calls.query_offset(ref, policy.BEGINNING)
             high = await calls.query_offset(ref, policy.END)
-            return PullResult(PullStatus.OFFSET_ILLEGAL, queue, low if offset < low else high, low, high)
+            nearest = low if offset < low else high
+            return PullResult(PullStatus.OFFSET_ILLEGAL, queue, nearest, low, high, columns=_no_rows(columns))
         next_offset = int(response.next_offset)
         low, high = int(response.min_offset), int(response.max_offset)
         if response.status.code != Code.OK:
             status = PullStatus.NO_MATCHED_MSG if next_offset > offset else PullStatus.NO_NEW_MSG
-            return PullResult(status, queue, next_offset, low, high)
-        messages = list(decode_records(response.records))
+            return PullResult(status, queue, next_offset, low, high, columns=_no_rows(columns))
+        if columns:
+            cols = decode_columns(response.records, properties)
+            if selector is not None:
+                cols = cols.take([i for i, tag in enumerate(cols.tags) if selector.accepts_tag(tag)])
+            status = PullStatus.FOUND if len(cols) else PullStatus.NO_MATCHED_MSG
+            return PullResult(status, queue, next_offset, low, high, columns=cols)
+        messages = decode_records(response.records)
         if selector is not None:
             messages = [m for m in messages if selector.accepts_tag(m.tags)]
         status = PullStatus.FOUND if messages else PullStatus.NO_MATCHED_MSG

@@ -76,6 +76,18 @@ def test_queue_level_pull_commit_and_offsets(producer, pull_consumer):
         assert [m.queue_offset for m in middle] == [2, 3, 4] and middle.next_offset == 5
         tagged = pc.pull(q, 0, 100, expression="TagA")
         assert all(m.tags == "TagA" for m in tagged) and tagged.next_offset == latest
+        table = pc.pull_columns(q, 0, 100, properties=True)
+        assert table.columns is not None and len(table) == latest and not table.messages
+        assert table.columns.queue_offsets == list(range(latest))
+        assert table.columns.bodies == [m.body for m in everything]
+        assert table.columns.message_ids == [m.message_id for m in everything]
+        assert table.columns.tags == [m.tags for m in everything]
+        assert table.columns.properties == [dict(m.user_headers()) for m in everything]
+        tagged_table = pc.pull_columns(q, 0, 100, expression="TagA")
+        assert tagged_table.columns is not None and tagged_table.columns.properties is None
+        assert tagged_table.columns.message_ids == [m.message_id for m in tagged]
+        at_end = pc.pull_columns(q, latest, 10)
+        assert at_end.status is oms.PullStatus.NO_NEW_MSG and at_end.columns is not None and not len(at_end)
         assert pc.pull(q, latest, 10).status is oms.PullStatus.NO_NEW_MSG
         illegal = pc.pull(q, latest + 5, 10)
         assert illegal.status is oms.PullStatus.OFFSET_ILLEGAL and illegal.next_offset == latest

@@ -12,6 +12,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
+from oms.consumer.columns import decode_columns
 from oms.consumer.config import ConsumeFromWhere, ConsumerConfig, ConsumerKeys, MessageModel, consumer_attributes
 from oms.consumer.listener import ConsumeContext, ListenerAdapter, outcome
 from oms.consumer.offset_store import LocalFileOffsetStore
@@ -189,3 +190,42 @@ def test_records_decode_to_messages_with_headers_and_decompressed_bodies():
     assert second.body == b"z" * 100 and second.message_id == "1008"
     with pytest.raises(oms.OMSRuntimeException):
         list(decode_records(raw[:-3]))
+
+
+def test_columns_hold_what_the_decoded_messages_say():
+    records = [
+        ({"TAGS": "TagA", "KEYS": "k1 k2 k1", "UNIQ_KEY": "ID1", "color": "red"}, b"plain", 0),
+        ({"MYTAGS": "not-a-tag", "XUNIQ_KEY": "not-an-id", "note": "TAGS"}, b"no system props", 0),
+        ({"KEYS": " lone ", "TAGS": ""}, zlib.compress(b"z" * 100), 1),
+        ({"UNIQ_KEY": "ID4", "KEYS": "solo", "TAGS": "TagB"}, b"", 0),
+    ]
+    raw = b"".join(
+        _record(body, props, queue_offset=7 + i, sys_flag=flag) for i, (props, body, flag) in enumerate(records)
+    )
+    messages = decode_records(raw)
+    cols = decode_columns(raw, properties=True)
+    assert len(cols) == len(messages) == 4
+    assert cols.queue_offsets == [m.queue_offset for m in messages] == [7, 8, 9, 10]
+    assert cols.message_ids == [m.message_id for m in messages] == ["ID1", "1008", "1009", "ID4"]
+    assert cols.tags == [m.tags for m in messages] == ["TagA", None, None, "TagB"]
+    assert cols.keys == [" ".join(m.keys) or None for m in messages] == ["k1 k2", None, "lone", "solo"]
+    assert cols.bodies == [m.body for m in messages]
+    assert cols.bodies[2] == b"z" * 100
+    assert cols.born_timestamps == [m.born_timestamp for m in messages]
+    assert cols.store_timestamps == [m.store_timestamp for m in messages]
+    assert cols.reconsume_times == [m.reconsume_times for m in messages] == [3] * 4
+    assert cols.properties == [dict(m.user_headers()) for m in messages]
+    assert cols.properties[1] == {"MYTAGS": "not-a-tag", "XUNIQ_KEY": "not-an-id", "note": "TAGS"}
+    assert decode_columns(raw).properties is None
+    kept = cols.take([1, 3])
+    assert (
+        kept.queue_offsets == [8, 10]
+        and kept.message_ids == ["1008", "ID4"]
+        and kept.properties
+        == [
+            cols.properties[1],
+            cols.properties[3],
+        ]
+    )
+    with pytest.raises(oms.OMSRuntimeException):
+        decode_columns(raw[:-3])

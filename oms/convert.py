@@ -5,10 +5,11 @@ Outbound validation reuses ``orbitmq.validation`` so the client refuses what the
 
 from __future__ import annotations
 
+import functools
 import gzip
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from google.protobuf import timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2
@@ -74,13 +75,14 @@ class WireMessage:
     """A validated message ready for sending; ``body`` is the body on the wire (after compression).
 
     The v2 protobuf ``pb`` is built on first use: ``Produce/SendBatch`` sends plain messages without it.
+    ``source`` is None for the rows of ``Producer.send_columns`` (no message object exists for them).
     """
 
     __slots__ = ("_make", "_pb", "batch_properties", "body", "message_id", "message_type", "source", "topic")
 
     def __init__(
         self,
-        source: BytesMessage,
+        source: BytesMessage | None,
         topic: str,
         message_type: int,
         body: bytes,
@@ -160,6 +162,49 @@ def _delivery_ms(message: BytesMessage, now_ms: int, present: set[str]) -> tuple
     # The timestamp uses RocketMQ's default ladder (what a RocketMQ 5 proxy honours); OrbitMQ brokers use the level
     # with their own messageDelayLevel. Levels above the table mean its last one, as in RocketMQ.
     return now_ms + delay_ms(level), level
+
+
+def v2_message(
+    *,
+    topic: str,
+    namespace: str,
+    body: bytes,
+    message_id: str,
+    born_host: str,
+    message_type: int,
+    encoding: int,
+    born_ms: int,
+    tag: str | None,
+    keys: Sequence[str],
+    properties: Mapping[str, str],
+    group: str | None = None,
+    deliver_ms: int | None = None,
+    trace: str | None = None,
+) -> definition_pb2.Message:
+    """A validated message as v2 ``SendMessage`` carries it."""
+    sp = definition_pb2.SystemProperties(
+        message_id=message_id,
+        born_host=born_host,
+        message_type=message_type,
+        body_encoding=encoding,
+    )
+    sp.born_timestamp.CopyFrom(_timestamp_ms(born_ms))
+    if tag is not None:
+        sp.tag = tag
+    if keys:
+        sp.keys.extend(keys)
+    if group is not None:
+        sp.message_group = group
+    if deliver_ms is not None:
+        sp.delivery_timestamp.CopyFrom(_timestamp_ms(deliver_ms))
+    if trace:
+        sp.trace_context = trace
+    return definition_pb2.Message(
+        topic=definition_pb2.Resource(name=topic, resource_namespace=namespace),
+        user_properties=properties,
+        system_properties=sp,
+        body=body,
+    )
 
 
 def to_wire(
@@ -250,28 +295,23 @@ def to_wire(
             # v2 has no ZLIB value: GZIP means "compressed", and readers accept zlib and gzip streams
             encoding = definition_pb2.GZIP
 
-    def build() -> definition_pb2.Message:
-        sp = definition_pb2.SystemProperties(
-            message_id=mid, born_host=born_host, message_type=message_type, body_encoding=encoding
-        )
-        sp.born_timestamp.CopyFrom(_timestamp_ms(now_ms))
-        if tag is not None:
-            sp.tag = tag[1]
-        if keys:
-            sp.keys.extend(keys)
-        if group is not None:
-            sp.message_group = group[1]
-        if deliver_ms is not None:
-            sp.delivery_timestamp.CopyFrom(_timestamp_ms(deliver_ms))
-        if trace:
-            sp.trace_context = trace
-        return definition_pb2.Message(
-            topic=definition_pb2.Resource(name=topic, resource_namespace=namespace),
-            user_properties=props,
-            system_properties=sp,
-            body=body,
-        )
-
+    build = functools.partial(
+        v2_message,
+        topic=topic,
+        namespace=namespace,
+        body=body,
+        message_id=mid,
+        born_host=born_host,
+        message_type=message_type,
+        encoding=encoding,
+        born_ms=now_ms,
+        tag=tag[1] if tag is not None else None,
+        keys=keys,
+        properties=props,
+        group=group[1] if group is not None else None,
+        deliver_ms=deliver_ms,
+        trace=trace,
+    )
     sys_h[BuiltinKeys.MESSAGE_ID] = mid
     batch_properties = None
     if message_type == definition_pb2.NORMAL and encoding == definition_pb2.IDENTITY and not namespace:

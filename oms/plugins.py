@@ -46,6 +46,10 @@ class Hooks:
     def _has(self, name: str) -> bool:
         return any(getattr(m.hook, name).get_hookimpls() for m in self._managers)
 
+    def observes_sends(self) -> bool:
+        """Whether a plugin implements ``oms_before_send`` or ``oms_after_send`` (they need message objects)."""
+        return self._has("oms_before_send") or self._has("oms_after_send")
+
     def before_send(self, message: BytesMessage) -> None:
         if self._has("oms_before_send"):
             for m in self._managers:

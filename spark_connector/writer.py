@@ -175,15 +175,69 @@ def to_messages(
     return out
 
 
-def _send(producer: oms.Producer, messages: list[oms.BytesMessage], deadline: float) -> int:
-    """``send_batch`` until acknowledged; a broker that is down or restarting is waited for until ``deadline``."""
+# columns whose rows need message objects (message groups, delays): such chunks go through send_batch
+_MESSAGE_ONLY = ("messageGroup", "shardingKey", "deliveryTimestamp", "delayTimeLevel")
+
+
+@dataclass
+class Rows:
+    """A chunk as ``Producer.send_columns`` takes it: one list per column, row ``i`` of each is one message."""
+
+    topic: str
+    bodies: list[bytes]
+    tags: list[str | None] | None
+    keys: list[Any] | None
+    properties: list[dict[str, str]] | None
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+def to_rows(
+    batch: pa.RecordBatch, columns: Columns, options: WriteOptions, key_prefix: str | None, seq: int
+) -> Rows | None:
+    """The chunk as columns (no message object per row), or None when its rows need messages: a topic per row,
+    message groups or delays. Same checks and the same messages as ``to_messages``."""
+    if options.topic is None or any(columns.has(name) for name in _MESSAGE_ONLY):
+        return None
+    col = {name: batch.column(name).to_pylist() for name in {columns.body, *columns.names} if name != "topic"}
+    bodies: list[bytes] = []
+    for i, body in enumerate(col[columns.body]):
+        if body is None:
+            raise _bad_row(columns.body, f"row {seq + i} of the task has a null body (RocketMQ has no empty messages)")
+        bodies.append(body.encode("utf-8") if isinstance(body, str) else body)
+    props = col.get("properties")
+    user: list[dict[str, str]] | None = None
+    if props is not None or key_prefix is not None:
+        user = [dict(p) if p else {} for p in props] if props is not None else [{} for _ in bodies]
+        if key_prefix is not None:
+            for i, row in enumerate(user):
+                row[IDEMPOTENCE_KEY] = f"{key_prefix}:{seq + i}"
+    return Rows(options.topic, bodies, col.get("tags"), col.get("keys"), user)
+
+
+def _send(producer: oms.Producer, chunk: list[oms.BytesMessage] | Rows, deadline: float) -> int:
+    """The chunk sent until acknowledged (``send_columns``, or ``send_batch`` for messages); a broker that is down
+    or restarting is waited for until ``deadline``."""
     import oms
 
     pause = 0.1
     while True:
         remaining = deadline - time.monotonic()
+        timeout = max(0.5, min(remaining, 10.0))
         try:
-            return len(producer.send_batch(messages, timeout=max(0.5, min(remaining, 10.0))))
+            if isinstance(chunk, Rows):
+                return len(
+                    producer.send_columns(
+                        chunk.topic,
+                        chunk.bodies,
+                        tags=chunk.tags,
+                        keys=chunk.keys,
+                        properties=chunk.properties,
+                        timeout=timeout,
+                    )
+                )
+            return len(producer.send_batch(chunk, timeout=timeout))
         except (oms.OMSMessageFormatException, oms.OMSSecurityException, oms.OMSNotSupportedException) as exc:
             raise RocketMQConnectorError(ConnectorErrorCode.SEND_FAILED, f"the broker refused a batch: {exc}") from exc
         except oms.OMSResourceNotExistException as exc:
@@ -194,7 +248,7 @@ def _send(producer: oms.Producer, messages: list[oms.BytesMessage], deadline: fl
             if time.monotonic() + pause > deadline:
                 raise RocketMQConnectorError(
                     ConnectorErrorCode.SEND_FAILED,
-                    f"a batch of {len(messages)} messages was not acknowledged within option 'sendTimeoutMs': {exc}",
+                    f"a batch of {len(chunk)} messages was not acknowledged within option 'sendTimeoutMs': {exc}",
                     "sendTimeoutMs",
                 ) from exc
             log.warning("send_batch failed (%s); again in %.1f s", exc, pause)
@@ -223,7 +277,8 @@ def send_all(
             for batch in batches:
                 for lo in range(0, batch.num_rows, options.batch_size):
                     chunk = batch.slice(lo, options.batch_size)
-                    messages = to_messages(chunk, columns, options, key_prefix, seq)
+                    rows = to_rows(chunk, columns, options, key_prefix, seq)
+                    messages = rows if rows is not None else to_messages(chunk, columns, options, key_prefix, seq)
                     seq += len(messages)
                     deadline = time.monotonic() + options.send_timeout_ms / 1000
                     pending.append(pool.submit(_send, producer, messages, deadline))

@@ -18,7 +18,7 @@ log = logging.getLogger("oms.client")
 _client_index = itertools.count()
 _message_counter = itertools.count()
 _prefix_lock = threading.Lock()
-_prefix: tuple[int, str] | None = None  # (pid, "01" + MAC + pid): recomputed after a fork
+_prefix: tuple[int, str] | None = None  # (pid, "01" + MAC + pid): forgotten in a forked child
 
 
 def _base36(n: int) -> str:
@@ -38,12 +38,24 @@ def new_client_id() -> str:
 
 def _id_prefix() -> str:
     global _prefix
+    known = _prefix
+    if known is not None:  # the common case, without a lock or a getpid() system call per message
+        return known[1]
     pid = os.getpid()
     with _prefix_lock:
         if _prefix is None or _prefix[0] != pid:
             mac = uuid.getnode() & 0xFFFFFFFFFFFF
             _prefix = (pid, f"01{mac:012X}{pid & 0xFFFF:04X}")
         return _prefix[1]
+
+
+def _forget_prefix() -> None:
+    """A forked child has another pid: its ids get their own prefix."""
+    global _prefix
+    _prefix = None
+
+
+os.register_at_fork(after_in_child=_forget_prefix)
 
 
 def new_message_id() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from oms.client.routes import RouteQueue
@@ -26,6 +26,7 @@ from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.producer.aio import AsyncProducer
 from oms.producer.base import ProducerBase
+from oms.producer.columns import Keys, column_messages, plain_wires
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
 from oms.producer.sender import check_pinnable, pin, split_batches
@@ -189,6 +190,50 @@ class Producer(ProducerBase):
                     self._hooks.after_send(m, None, exc)
             raise
         return [r for r in results if r is not None]
+
+    def send_columns(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        *,
+        tags: Sequence[str | None] | None = None,
+        keys: Sequence[Keys] | None = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        timeout: float | None = None,
+    ) -> list[SendResult]:
+        """``send_batch`` for tabular writers: plain messages to ``topic`` given as columns (row ``i`` of each list
+        is one message; ``keys`` a list or a space-separated string per row), with no message object per row.
+
+        Each row is validated as ``send_batch`` validates a message (errors name the row). Rows that need more
+        than a plain message (a body over the compression threshold, a namespace, ``oms_before_send`` /
+        ``oms_after_send`` hooks, which see messages) make the call take ``send_batch``'s path, same results.
+        """
+        core = self._running_core()
+        if not bodies:
+            return []
+        timeout_s = self._timeout(None, timeout)
+        wires = None
+        if not self._namespace and not self._hooks.observes_sends():
+            wires = plain_wires(
+                topic,
+                bodies,
+                tags,
+                keys,
+                properties,
+                born_host=self._born_host,
+                max_message_size=self.config.max_message_size,
+                compress_over=self.config.compress_msg_body_over_howmuch,
+            )
+        if wires is None:
+            return self.send_batch(column_messages(topic, bodies, tags, keys, properties), timeout=timeout)
+        results: list[SendResult] = []
+        for chunk in split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES):
+            deadline = time.monotonic() + timeout_s
+            sent, _ = self._run(
+                self._sender.send(core, [wires[i] for i in chunk], deadline, fast_batch=True), timeout_s
+            )
+            results.extend(sent)
+        return results
 
     # -- transactions -------------------------------------------------------------------------------------------
 

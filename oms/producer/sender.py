@@ -88,6 +88,7 @@ def pin(wire: WireMessage, selector: QueueSelector, arg: Any, route: TopicRoute)
     writable = route.writable()
     if not writable:
         raise OMSRuntimeException(Code.FORBIDDEN, f"topic {wire.topic!r} has no writable queue")
+    assert wire.source is not None, "selector sends start from a message"
     chosen = selector([q.queue for q in writable], wire.source, arg)
     by_queue = {q.queue: q for q in writable}
     target = by_queue.get(chosen) if isinstance(chosen, MessageQueue) else None

@@ -259,3 +259,45 @@ def test_oneway_send_right_before_shutdown_is_delivered(shared_broker, access_po
     while b"last words" not in bodies(shared_broker.addr, "OmsOnewayEnd") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert sorted(bodies(shared_broker.addr, "OmsOnewayEnd")) == [b"last words", b"warm"]
+
+
+@pytest.mark.timeout(60)
+def test_send_columns_stores_what_send_batch_stores(shared_broker, access_point):
+    with access_point.create_producer(compress_msg_body_over_howmuch=64) as p:
+        results = p.send_columns(
+            "OmsColumns",
+            [b"c0", b"c1", b"c2"],
+            tags=["TagA", None, ""],
+            keys=["k1 k2", ["k3"], None],
+            properties=[{"color": "red"}, None, {}],
+        )
+        assert [r.ok for r in results] == [True] * 3 and len({r.message_id for r in results}) == 3
+        with pytest.raises(oms.OMSMessageFormatException, match="row 1") as info:
+            p.send_columns("OmsColumns", [b"ok", b"bad tag"], tags=["fine", "a|b"])
+        assert info.value.code == Code.ILLEGAL_MESSAGE_TAG
+        with pytest.raises(oms.OMSMessageFormatException, match="row 0"):
+            p.send_columns("OmsColumns", [b"x"], properties=[{"UNIQ_KEY": "forged"}])
+        with pytest.raises(ValueError, match="tags has 1 rows, bodies has 2"):
+            p.send_columns("OmsColumns", [b"a", b"b"], tags=["t"])
+        big = b"compressible " * 40  # over the threshold: the call takes send_batch's path, compressed
+        (compressed,) = p.send_columns("OmsColumns", [big], tags=["Big"])
+        seen: list[bytes] = []
+
+        class Recorder:
+            def oms_before_send(self, message):
+                seen.append(message.body)
+
+        p.add_interceptor(Recorder())
+        (observed,) = p.send_columns("OmsColumns", [b"hooked"])  # interceptors see messages: send_batch's path
+        assert seen == [b"hooked"]
+    stored = {
+        m.system_properties.message_id: m for msgs in pull_all(shared_broker.addr, "OmsColumns").values() for m in msgs
+    }
+    assert set(stored) == {r.message_id for r in [*results, compressed, observed]}  # nothing of a refused call
+    first, second, third = (stored[r.message_id] for r in results)
+    assert first.body == b"c0" and first.system_properties.tag == "TagA"
+    assert list(first.system_properties.keys) == ["k1", "k2"] and dict(first.user_properties) == {"color": "red"}
+    assert list(second.system_properties.keys) == ["k3"] and not second.system_properties.HasField("tag")
+    assert third.body == b"c2" and not third.system_properties.keys and not dict(third.user_properties)
+    assert stored[compressed.message_id].system_properties.tag == "Big"
+    assert stored[compressed.message_id].system_properties.body_encoding == definition_pb2.GZIP

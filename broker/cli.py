@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import json
 import os
+import secrets
 import signal
 import sys
 from typing import Any
@@ -59,10 +61,23 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
     return values
 
 
-async def _start_embedded_namesrv(port: int) -> tuple[Any, int]:
+def _embedded_credentials(broker: BrokerConfig) -> str:
+    """With ACL on, the embedded name server takes the broker's cluster credentials, or a random per-process pair."""
+    if broker.aclEnable and not broker.innerClientAuthenticationCredentials.strip():
+        secret = secrets.token_urlsafe(24)
+        broker.innerClientAuthenticationCredentials = json.dumps({"accessKey": "standalone", "secretKey": secret})
+    return broker.innerClientAuthenticationCredentials
+
+
+async def _start_embedded_namesrv(port: int, broker: BrokerConfig) -> tuple[Any, int]:
     server_mod = importlib.import_module("namesrv.server")
     config_mod = importlib.import_module("namesrv.config")
-    config = config_mod.NamesrvConfig(listenPort=port, host="0.0.0.0")
+    config = config_mod.NamesrvConfig(
+        listenPort=port,
+        host="0.0.0.0",
+        aclEnable=broker.aclEnable,
+        innerClientAuthenticationCredentials=_embedded_credentials(broker),
+    )
     namesrv = server_mod.NameServer(config)
     bound = await namesrv.start()
     return namesrv, int(bound)
@@ -88,11 +103,11 @@ def tune_gc(config: BrokerConfig) -> None:
 async def run(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     namesrv: Any = None
-    if args.standalone:
-        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port)
-        overrides["namesrvAddr"] = f"127.0.0.1:{ns_port}"
-        log.info("embedded name server started", port=ns_port)
     settings = load_broker_settings(args.config, overrides)
+    if args.standalone:
+        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port, settings.broker)
+        overrides["namesrvAddr"] = settings.broker.namesrvAddr = f"127.0.0.1:{ns_port}"
+        log.info("embedded name server started", port=ns_port)
     controller = BrokerController(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
+from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
@@ -50,6 +51,8 @@ class BrokerConfig:
     defaultAllocateStrategy: str = "AVG"  # QueryAssignment strategy for groups that name none
     aclEnable: bool = False
     aclFile: str = ""  # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+    # {"accessKey": ..., "secretKey": ...} signing registrations with name servers that have ACL on (RocketMQ 5 key)
+    innerClientAuthenticationCredentials: str = ""
     # Python runtime (docs/broker.md, "Latency and the Python runtime")
     gcFreezeAfterStartup: bool = True  # gc.freeze() once started: gen-2 collections skip the startup heap
     gcThresholds: str = ""  # "gen0,gen1,gen2" for gc.set_threshold; empty keeps Python's defaults (700,10,10)
@@ -96,4 +99,5 @@ def load_broker_settings(
     store = build_config(MessageStoreConfig, values)
     pop = build_config(PopConfig, values)
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
+    ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
     return BrokerSettings(broker=broker, store=store, pop=pop)

@@ -33,6 +33,7 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
+from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.logging import get_logger
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
 from orbitmq.v2.settings import SettingsPolicy
@@ -157,6 +158,7 @@ class BrokerController:
                 cfg.registerBrokerIntervalMs / 1000,
                 auto_create_topic_enable=cfg.autoCreateTopicEnable,
                 default_topic_queue_nums=cfg.defaultTopicQueueNums,
+                credentials=ClusterCredentials.parse(cfg.innerClientAuthenticationCredentials),
             )
             ctx.registrar = registrar
             accepted = await registrar.start()

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orbitmq import limits
+from orbitmq.cluster_auth import ClusterCredentials
+from orbitmq.config import ConfigError
 
 
 @dataclass
@@ -28,6 +30,19 @@ class NamesrvConfig:
     autoCreateTopicRouteEnable: bool = True
     # Seconds a stop waits for in-flight calls.
     shutdownGraceSeconds: float = 2.0
+    # Write RPCs (broker registration, unregistration, KV config) need the cluster credentials (docs/security.md).
+    aclEnable: bool = False
+    # {"accessKey": ..., "secretKey": ...}: the credentials the brokers sign with (RocketMQ 5's key).
+    innerClientAuthenticationCredentials: str = ""
+
+    def cluster_credentials(self) -> ClusterCredentials | None:
+        """The credentials write RPCs must carry; None when ACL is off. ConfigError if ACL is on without them."""
+        if not self.aclEnable:
+            return None
+        credentials = ClusterCredentials.parse(self.innerClientAuthenticationCredentials)
+        if credentials is None:
+            raise ConfigError("aclEnable=true needs innerClientAuthenticationCredentials (the brokers' shared key)")
+        return credentials
 
     def scan_interval(self) -> float:
         if self.scanNotActiveBrokerIntervalSeconds > 0:

@@ -36,6 +36,7 @@ class NameServer:
 
     def __init__(self, config: NamesrvConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
+        self.credentials = self.config.cluster_credentials()  # ConfigError before anything starts
         self.routes = RouteInfoManager(broker_expired_s=self.config.brokerExpiredSeconds)
         self.kv = KVConfigManager()
         self.hub = TelemetryHub(
@@ -67,7 +68,7 @@ class NameServer:
 
     async def start(self) -> int:
         server = grpc.aio.server(options=GRPC_OPTIONS)
-        pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv), server)
+        pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv, self.credentials), server)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
             NamesrvMessagingService(self.routes, self.hub, self.config.autoCreateTopicRouteEnable), server
         )

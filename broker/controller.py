@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from broker import access
 from broker.builtin_plugins import builtin_plugins
 from broker.config import BrokerSettings
 from broker.consumer_filter_manager import ConsumerFilterManager
@@ -86,12 +87,16 @@ class BrokerController:
             return (g.retry_max_times if g else 16) + 1
 
         policy = SettingsPolicy(max_body_size=store_cfg.maxMessageSize, fifo=fifo, max_delivery_attempts=attempts)
-        telemetry = TelemetryHub(policy, client_expired_s=cfg.clientExpireMs / 1000)
-        long_polling = LongPollingService(loop, store)
-        store.add_arriving_listener(long_polling.on_arrival)
         plugins = BrokerPlugins.create(
             builtin_plugins(cfg, root), load_entry_points=cfg.loadPluginEntryPoints, disabled=cfg.disabled_plugins()
         )
+        telemetry = TelemetryHub(
+            policy,
+            client_expired_s=cfg.clientExpireMs / 1000,
+            settings_guard=lambda meta, declared: access.check_settings(plugins, meta, declared),
+        )
+        long_polling = LongPollingService(loop, store)
+        store.add_arriving_listener(long_polling.on_arrival)
         filters = None
         if cfg.enableCalcFilterBitMap:
             filters = ConsumerFilterManager(
@@ -121,7 +126,12 @@ class BrokerController:
         ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
         await ctx.timer.start()
         ctx.transactions = TransactionService(
-            store, telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
+            store,
+            telemetry,
+            cfg.transactionTimeOut,
+            cfg.transactionCheckInterval,
+            cfg.transactionCheckMax,
+            may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
         )
         await ctx.transactions.start()
         await telemetry.start()

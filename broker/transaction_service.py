@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,10 @@ from orbitmq.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore
-    from orbitmq.v2.telemetry import TelemetryHub
+    from orbitmq.v2.telemetry import ClientInfo, TelemetryHub
+
+# Whether a client may be sent a check of a half message of this topic (it sees the whole message).
+CheckGuard = Callable[["ClientInfo", str], bool]
 
 SCAN_BATCH = 256
 log = get_logger("broker.transaction")
@@ -70,6 +74,15 @@ def _real(msg: MessageExt) -> MessageExtBrokerInner:
     )
 
 
+def _publishes(client: ClientInfo, topic: str) -> bool:
+    settings = client.settings
+    return (
+        settings is not None
+        and settings.HasField("publishing")
+        and any(t.name == topic for t in settings.publishing.topics)
+    )
+
+
 class TransactionService:
     """Loop-bound. ``timeout_ms``: age before the first check; ``max_checks``: then the half is rolled back."""
 
@@ -80,8 +93,10 @@ class TransactionService:
         timeout_ms: int,
         check_interval_ms: int,
         max_checks: int,
+        may_check: CheckGuard | None = None,
     ) -> None:
         self._store = store
+        self._may_check = may_check
         self._telemetry = telemetry
         self._timeout_ms = timeout_ms
         self._interval_s = check_interval_ms / 1000
@@ -160,6 +175,18 @@ class TransactionService:
             except Exception as exc:
                 log.exception("transaction check failed", error=repr(exc))
 
+    def _checkers(self, topic: str, producer_group: str) -> list[ClientInfo]:
+        """Connected producers that declared ``topic`` in their (authorized) settings, may still publish to it and,
+        when the message names its producer group, belong to that group."""
+        return [
+            c
+            for c in self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER)
+            if c.connected
+            and _publishes(c, topic)
+            and (not producer_group or c.group == producer_group)
+            and (self._may_check is None or self._may_check(c, topic))
+        ]
+
     async def check_once(self) -> None:
         now_ms = int(time.time() * 1000)
         for half in list(self._pending.values()):
@@ -173,11 +200,7 @@ class TransactionService:
             if parked is None:
                 self._pending.pop(half.commitlog_offset, None)
                 continue
-            producers = [
-                c
-                for c in self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER)
-                if half.topic in c.topics and c.connected
-            ]
+            producers = self._checkers(half.topic, parked.properties.get(mc.PROPERTY_PRODUCER_GROUP, ""))
             half.last_check_ms = now_ms
             if not producers:
                 continue  # no producer of that topic online: ask again later, without spending a check

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,6 +72,22 @@ def _real(msg: MessageExt) -> MessageExtBrokerInner:
         born_timestamp=msg.born_timestamp,
         born_host=msg.born_host,
     )
+
+
+def check_targets(
+    clients: Iterable[ClientInfo], topic: str, producer_group: str, may_check: CheckGuard | None
+) -> list[ClientInfo]:
+    """Connected producers that declared ``topic`` in their (authorized) settings, may still publish to it and,
+    when the message names its producer group, belong to that group."""
+    return [
+        c
+        for c in clients
+        if c.is_producer
+        and c.connected
+        and _publishes(c, topic)
+        and (not producer_group or c.group == producer_group)
+        and (may_check is None or may_check(c, topic))
+    ]
 
 
 def _publishes(client: ClientInfo, topic: str) -> bool:
@@ -175,18 +191,6 @@ class TransactionService:
             except Exception as exc:
                 log.exception("transaction check failed", error=repr(exc))
 
-    def _checkers(self, topic: str, producer_group: str) -> list[ClientInfo]:
-        """Connected producers that declared ``topic`` in their (authorized) settings, may still publish to it and,
-        when the message names its producer group, belong to that group."""
-        return [
-            c
-            for c in self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER)
-            if c.connected
-            and _publishes(c, topic)
-            and (not producer_group or c.group == producer_group)
-            and (self._may_check is None or self._may_check(c, topic))
-        ]
-
     async def check_once(self) -> None:
         now_ms = int(time.time() * 1000)
         for half in list(self._pending.values()):
@@ -200,7 +204,12 @@ class TransactionService:
             if parked is None:
                 self._pending.pop(half.commitlog_offset, None)
                 continue
-            producers = self._checkers(half.topic, parked.properties.get(mc.PROPERTY_PRODUCER_GROUP, ""))
+            producers = check_targets(
+                self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER),
+                half.topic,
+                parked.properties.get(mc.PROPERTY_PRODUCER_GROUP, ""),
+                self._may_check,
+            )
             half.last_check_ms = now_ms
             if not producers:
                 continue  # no producer of that topic online: ask again later, without spending a check

@@ -148,7 +148,9 @@ def test_declared_settings_are_authorized_and_checks_reach_only_publishers(tx_br
         # A producer that was allowed when it declared itself, then lost PUB in the ACL file: no checks any more.
         revoked = TelemetryStream(addr, "revoked@1@0@producer", "revokedAK", "revokedSecret1")
         assert revoked.send(_publishing(TOPIC)).HasField("settings")
-        tx_broker.acl_file.write_text(ACL.replace(f"      - {TOPIC}=PUB\n  - accessKey: consAK", "  - accessKey: consAK"))
+        tx_broker.acl_file.write_text(
+            ACL.replace(f"      - {TOPIC}=PUB\n  - accessKey: consAK", "  - accessKey: consAK")
+        )
         wait_until(lambda: _send_code(addr, "revokedAK", "revokedSecret1") == FORBIDDEN, 30, what="the ACL reload")
 
         checks: list[str] = []

@@ -22,6 +22,7 @@ from broker.controller import BrokerController
 from orbitmq.config import ConfigError
 from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.logging import configure_logging, get_logger
+from orbitmq.net import LOOPBACK
 
 log = get_logger("broker.cli")
 
@@ -34,6 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, help="listenPort (gRPC)")
     p.add_argument("--standalone", action="store_true", help="run a name server in this process too")
     p.add_argument("--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="port of the embedded name server")
+    p.add_argument("--host", help="bindAddress of the gRPC listener (default 0.0.0.0; 127.0.0.1 with --standalone)")
+    p.add_argument("--namesrv-host", help="bind address of the embedded name server (default: the broker's)")
     p.add_argument("--json-log", action="store_true", help="log JSON lines")
     p.add_argument("--log-level", default="INFO")
     p.add_argument(
@@ -58,6 +61,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
         values["storePathRootDir"] = args.store
     if args.port is not None:
         values["listenPort"] = str(args.port)
+    if args.host is not None:
+        values["bindAddress"] = args.host
     return values
 
 
@@ -69,12 +74,12 @@ def _embedded_credentials(broker: BrokerConfig) -> str:
     return broker.innerClientAuthenticationCredentials
 
 
-async def _start_embedded_namesrv(port: int, broker: BrokerConfig) -> tuple[Any, int]:
+async def _start_embedded_namesrv(port: int, host: str, broker: BrokerConfig) -> tuple[Any, int]:
     server_mod = importlib.import_module("namesrv.server")
     config_mod = importlib.import_module("namesrv.config")
     config = config_mod.NamesrvConfig(
         listenPort=port,
-        host="0.0.0.0",
+        host=host,
         aclEnable=broker.aclEnable,
         innerClientAuthenticationCredentials=_embedded_credentials(broker),
     )
@@ -105,7 +110,10 @@ async def run(args: argparse.Namespace) -> int:
     namesrv: Any = None
     settings = load_broker_settings(args.config, overrides)
     if args.standalone:
-        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port, settings.broker)
+        if not settings.broker.bindAddress.strip():
+            settings.broker.bindAddress = LOOPBACK  # one-command mode stays on this machine unless told otherwise
+        ns_host = args.namesrv_host or settings.broker.bind_host
+        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port, ns_host, settings.broker)
         overrides["namesrvAddr"] = settings.broker.namesrvAddr = f"127.0.0.1:{ns_port}"
         log.info("embedded name server started", port=ns_port)
     controller = BrokerController(settings)

@@ -16,6 +16,7 @@ from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
+from orbitmq.net import EVERY_INTERFACE
 
 
 @dataclass
@@ -25,6 +26,8 @@ class BrokerConfig:
     brokerId: int = 0
     namesrvAddr: str = ""  # "host:port;host:port"
     listenPort: int = DEFAULT_BROKER_GRPC_PORT
+    # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
+    bindAddress: str = ""
     brokerIP1: str = "127.0.0.1"
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
@@ -69,6 +72,10 @@ class BrokerConfig:
 
     def disabled_plugins(self) -> list[str]:
         return [p.strip() for p in self.pluginsDisabled.split(",") if p.strip()]
+
+    @property
+    def bind_host(self) -> str:
+        return self.bindAddress.strip() or EVERY_INTERFACE
 
     @property
     def broker_addr(self) -> str:

@@ -36,6 +36,7 @@ from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.logging import get_logger
+from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
@@ -145,7 +146,7 @@ class BrokerController:
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
         try:
-            self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
+            self.port = server.add_insecure_port(bind_target(cfg.bind_host, cfg.listenPort))
         except RuntimeError as exc:
             raise OSError(f"cannot bind gRPC port {cfg.listenPort}: {exc}") from exc
         if self.port == 0:
@@ -156,6 +157,13 @@ class BrokerController:
             store.store_host = ctx.store_host = (cfg.brokerIP1, self.port)
         await server.start()
         self.server = server
+        if not cfg.aclEnable and not is_loopback(cfg.bind_host):
+            log.warning(
+                "listening beyond this machine with ACL off: anyone who reaches the port may produce, consume and "
+                "administer (set aclEnable=true, or bindAddress=127.0.0.1)",
+                bind=cfg.bind_host,
+                port=self.port,
+            )
 
         if cfg.namesrv_list():
             registrar = BrokerRegistrar(

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from orbitmq import limits
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError
+from orbitmq.net import EVERY_INTERFACE
 
 
 @dataclass
 class NamesrvConfig:
     listenPort: int = limits.DEFAULT_NAMESRV_PORT
-    # RocketMQ binds every interface; tests pass 127.0.0.1.
-    host: str = "0.0.0.0"
+    # Bind address: RocketMQ binds every interface; a non-loopback bind with ACL off logs a warning at start.
+    host: str = EVERY_INTERFACE
     # A broker silent this long (no registration on any channel) is dropped from the routes.
     brokerExpiredSeconds: float = limits.BROKER_EXPIRED_SECONDS
     # How often the expiry scan runs; 0 = derive from brokerExpiredSeconds.

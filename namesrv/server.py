@@ -18,6 +18,7 @@ from namesrv.route_info import RouteInfoManager
 from namesrv.v2_service import NamesrvMessagingService
 from orbitmq import limits
 from orbitmq.logging import get_logger
+from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
@@ -72,7 +73,7 @@ class NameServer:
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
             NamesrvMessagingService(self.routes, self.hub, self.config.autoCreateTopicRouteEnable), server
         )
-        bind = f"{self.config.host}:{self.config.listenPort}"
+        bind = bind_target(self.config.host, self.config.listenPort)
         port = server.add_insecure_port(bind)
         if port == 0:
             raise OSError(f"name server cannot bind {bind}")
@@ -81,6 +82,13 @@ class NameServer:
         await self.hub.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
         log.info("name server started", host=self.config.host, port=port)
+        if self.credentials is None and not is_loopback(self.config.host):
+            log.warning(
+                "listening beyond this machine with ACL off: anyone who reaches the port may register brokers and "
+                "rewrite routes (set aclEnable=true, or host=127.0.0.1)",
+                host=self.config.host,
+                port=port,
+            )
         return port
 
     async def stop(self) -> None:

@@ -80,6 +80,11 @@ async def _start_embedded_namesrv(port: int, host: str, broker: BrokerConfig) ->
     config = config_mod.NamesrvConfig(
         listenPort=port,
         host=host,
+        # every listener of the process serves TLS when the broker's does (docs/security.md)
+        tlsServerCertPath=broker.tlsServerCertPath,
+        tlsServerKeyPath=broker.tlsServerKeyPath,
+        tlsServerTrustCertPath=broker.tlsServerTrustCertPath,
+        tlsServerNeedClientAuth=broker.tlsServerNeedClientAuth,
         aclEnable=broker.aclEnable,
         innerClientAuthenticationCredentials=_embedded_credentials(broker),
     )

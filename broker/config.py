@@ -17,10 +17,11 @@ from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
 from orbitmq.net import EVERY_INTERFACE
+from orbitmq.tls import TlsConfig
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     brokerClusterName: str = "DefaultCluster"
     brokerName: str = "broker-a"
     brokerId: int = 0
@@ -107,4 +108,5 @@ def load_broker_settings(
     pop = build_config(PopConfig, values)
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
+    broker.validate_tls()
     return BrokerSettings(broker=broker, store=store, pop=pop)

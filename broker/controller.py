@@ -34,6 +34,7 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
+from orbitmq import tls
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
@@ -146,7 +147,7 @@ class BrokerController:
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
         try:
-            self.port = server.add_insecure_port(bind_target(cfg.bind_host, cfg.listenPort))
+            self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), cfg.server_credentials())
         except RuntimeError as exc:
             raise OSError(f"cannot bind gRPC port {cfg.listenPort}: {exc}") from exc
         if self.port == 0:
@@ -177,6 +178,7 @@ class BrokerController:
                 auto_create_topic_enable=cfg.autoCreateTopicEnable,
                 default_topic_queue_nums=cfg.defaultTopicQueueNums,
                 credentials=ClusterCredentials.parse(cfg.innerClientAuthenticationCredentials),
+                channel_credentials=cfg.channel_credentials(),
             )
             ctx.registrar = registrar
             accepted = await registrar.start()
@@ -190,6 +192,7 @@ class BrokerController:
             broker=cfg.brokerName,
             broker_id=cfg.brokerId,
             addr=cfg.broker_addr,
+            tls=cfg.tls_server_enabled,
             store=str(root),
             flush=store_cfg.flushDiskType.value,
             recovered_records=store.stats.recovered_records,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from orbitmq import limits
+from orbitmq import limits, tls
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.errors import Code
 from orbitmq.logging import get_logger
@@ -83,6 +83,7 @@ class BrokerRegistrar:
         timeout_s: float = limits.REGISTER_TIMEOUT_S,
         group_policies: Callable[[], list[GroupPolicy]] | None = None,
         credentials: ClusterCredentials | None = None,
+        channel_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv_addrs)
         self.cluster = cluster
@@ -95,6 +96,7 @@ class BrokerRegistrar:
         self._topic_configs = topic_configs
         self._group_policies = group_policies
         self.credentials = credentials
+        self.channel_credentials = channel_credentials  # TLS towards the name servers (tlsEnable)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._links: list[_Link] = []
@@ -111,7 +113,7 @@ class BrokerRegistrar:
         if self._task is not None:
             return sum(link.healthy for link in self._links)
         for addr in self.namesrv_addrs:
-            channel = grpc.aio.insecure_channel(addr, options=self._channel_options())
+            channel = tls.channel(addr, self.channel_credentials, self._channel_options())
             self._links.append(_Link(addr, channel, pb_grpc.NameServerStub(channel)))
         accepted = await self.register_now()
         self._task = asyncio.create_task(self._tick_loop(), name=f"register-{self.broker_name}")

@@ -39,6 +39,7 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
         values["brokerExpiredSeconds"] = args.broker_expired_seconds
     config = build_config(NamesrvConfig, values)
     config.cluster_credentials()  # ACL on without credentials is a configuration error (exit 2)
+    config.validate_tls()
     return config
 
 

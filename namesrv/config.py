@@ -11,10 +11,11 @@ from orbitmq import limits
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError
 from orbitmq.net import EVERY_INTERFACE
+from orbitmq.tls import TlsConfig
 
 
 @dataclass
-class NamesrvConfig:
+class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     listenPort: int = limits.DEFAULT_NAMESRV_PORT
     # Bind address: RocketMQ binds every interface; a non-loopback bind with ACL off logs a warning at start.
     host: str = EVERY_INTERFACE

@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import json
 import os
+import secrets
 import signal
 import sys
 from typing import Any
@@ -20,6 +22,7 @@ from broker.controller import BrokerController
 from orbitmq.config import ConfigError
 from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.logging import configure_logging, get_logger
+from orbitmq.net import LOOPBACK
 
 log = get_logger("broker.cli")
 
@@ -32,6 +35,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, help="listenPort (gRPC)")
     p.add_argument("--standalone", action="store_true", help="run a name server in this process too")
     p.add_argument("--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="port of the embedded name server")
+    p.add_argument("--host", help="bindAddress of the gRPC listener (default 0.0.0.0; 127.0.0.1 with --standalone)")
+    p.add_argument("--namesrv-host", help="bind address of the embedded name server (default: the broker's)")
     p.add_argument("--json-log", action="store_true", help="log JSON lines")
     p.add_argument("--log-level", default="INFO")
     p.add_argument(
@@ -56,13 +61,33 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
         values["storePathRootDir"] = args.store
     if args.port is not None:
         values["listenPort"] = str(args.port)
+    if args.host is not None:
+        values["bindAddress"] = args.host
     return values
 
 
-async def _start_embedded_namesrv(port: int) -> tuple[Any, int]:
+def _embedded_credentials(broker: BrokerConfig) -> str:
+    """With ACL on, the embedded name server takes the broker's cluster credentials, or a random per-process pair."""
+    if broker.aclEnable and not broker.innerClientAuthenticationCredentials.strip():
+        secret = secrets.token_urlsafe(24)
+        broker.innerClientAuthenticationCredentials = json.dumps({"accessKey": "standalone", "secretKey": secret})
+    return broker.innerClientAuthenticationCredentials
+
+
+async def _start_embedded_namesrv(port: int, host: str, broker: BrokerConfig) -> tuple[Any, int]:
     server_mod = importlib.import_module("namesrv.server")
     config_mod = importlib.import_module("namesrv.config")
-    config = config_mod.NamesrvConfig(listenPort=port, host="0.0.0.0")
+    config = config_mod.NamesrvConfig(
+        listenPort=port,
+        host=host,
+        # every listener of the process serves TLS when the broker's does (docs/security.md)
+        tlsServerCertPath=broker.tlsServerCertPath,
+        tlsServerKeyPath=broker.tlsServerKeyPath,
+        tlsServerTrustCertPath=broker.tlsServerTrustCertPath,
+        tlsServerNeedClientAuth=broker.tlsServerNeedClientAuth,
+        aclEnable=broker.aclEnable,
+        innerClientAuthenticationCredentials=_embedded_credentials(broker),
+    )
     namesrv = server_mod.NameServer(config)
     bound = await namesrv.start()
     return namesrv, int(bound)
@@ -88,11 +113,14 @@ def tune_gc(config: BrokerConfig) -> None:
 async def run(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     namesrv: Any = None
-    if args.standalone:
-        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port)
-        overrides["namesrvAddr"] = f"127.0.0.1:{ns_port}"
-        log.info("embedded name server started", port=ns_port)
     settings = load_broker_settings(args.config, overrides)
+    if args.standalone:
+        if not settings.broker.bindAddress.strip():
+            settings.broker.bindAddress = LOOPBACK  # one-command mode stays on this machine unless told otherwise
+        ns_host = args.namesrv_host or settings.broker.bind_host
+        namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port, ns_host, settings.broker)
+        overrides["namesrvAddr"] = settings.broker.namesrvAddr = f"127.0.0.1:{ns_port}"
+        log.info("embedded name server started", port=ns_port)
     controller = BrokerController(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -12,18 +12,23 @@ from pathlib import Path
 
 from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
+from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
+from orbitmq.net import EVERY_INTERFACE
+from orbitmq.tls import TlsConfig
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     brokerClusterName: str = "DefaultCluster"
     brokerName: str = "broker-a"
     brokerId: int = 0
     namesrvAddr: str = ""  # "host:port;host:port"
     listenPort: int = DEFAULT_BROKER_GRPC_PORT
+    # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
+    bindAddress: str = ""
     brokerIP1: str = "127.0.0.1"
     autoCreateTopicEnable: bool = True
     autoCreateSubscriptionGroup: bool = True
@@ -50,6 +55,8 @@ class BrokerConfig:
     defaultAllocateStrategy: str = "AVG"  # QueryAssignment strategy for groups that name none
     aclEnable: bool = False
     aclFile: str = ""  # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
+    # {"accessKey": ..., "secretKey": ...} signing registrations with name servers that have ACL on (RocketMQ 5 key)
+    innerClientAuthenticationCredentials: str = ""
     # Python runtime (docs/broker.md, "Latency and the Python runtime")
     gcFreezeAfterStartup: bool = True  # gc.freeze() once started: gen-2 collections skip the startup heap
     gcThresholds: str = ""  # "gen0,gen1,gen2" for gc.set_threshold; empty keeps Python's defaults (700,10,10)
@@ -66,6 +73,10 @@ class BrokerConfig:
 
     def disabled_plugins(self) -> list[str]:
         return [p.strip() for p in self.pluginsDisabled.split(",") if p.strip()]
+
+    @property
+    def bind_host(self) -> str:
+        return self.bindAddress.strip() or EVERY_INTERFACE
 
     @property
     def broker_addr(self) -> str:
@@ -96,4 +107,6 @@ def load_broker_settings(
     store = build_config(MessageStoreConfig, values)
     pop = build_config(PopConfig, values)
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
+    ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
+    broker.validate_tls()
     return BrokerSettings(broker=broker, store=store, pop=pop)

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from broker import access
 from broker.builtin_plugins import builtin_plugins
 from broker.config import BrokerSettings
 from broker.consumer_filter_manager import ConsumerFilterManager
@@ -33,7 +34,10 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
+from orbitmq import tls
+from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.logging import get_logger
+from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
@@ -85,12 +89,16 @@ class BrokerController:
             return (g.retry_max_times if g else 16) + 1
 
         policy = SettingsPolicy(max_body_size=store_cfg.maxMessageSize, fifo=fifo, max_delivery_attempts=attempts)
-        telemetry = TelemetryHub(policy, client_expired_s=cfg.clientExpireMs / 1000)
-        long_polling = LongPollingService(loop, store)
-        store.add_arriving_listener(long_polling.on_arrival)
         plugins = BrokerPlugins.create(
             builtin_plugins(cfg, root), load_entry_points=cfg.loadPluginEntryPoints, disabled=cfg.disabled_plugins()
         )
+        telemetry = TelemetryHub(
+            policy,
+            client_expired_s=cfg.clientExpireMs / 1000,
+            settings_guard=lambda meta, declared: access.check_settings(plugins, meta, declared),
+        )
+        long_polling = LongPollingService(loop, store)
+        store.add_arriving_listener(long_polling.on_arrival)
         filters = None
         if cfg.enableCalcFilterBitMap:
             filters = ConsumerFilterManager(
@@ -120,7 +128,12 @@ class BrokerController:
         ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
         await ctx.timer.start()
         ctx.transactions = TransactionService(
-            store, telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
+            store,
+            telemetry,
+            cfg.transactionTimeOut,
+            cfg.transactionCheckInterval,
+            cfg.transactionCheckMax,
+            may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
         )
         await ctx.transactions.start()
         await telemetry.start()
@@ -134,7 +147,7 @@ class BrokerController:
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
         try:
-            self.port = server.add_insecure_port(f"0.0.0.0:{cfg.listenPort}")
+            self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), cfg.server_credentials())
         except RuntimeError as exc:
             raise OSError(f"cannot bind gRPC port {cfg.listenPort}: {exc}") from exc
         if self.port == 0:
@@ -145,6 +158,13 @@ class BrokerController:
             store.store_host = ctx.store_host = (cfg.brokerIP1, self.port)
         await server.start()
         self.server = server
+        if not cfg.aclEnable and not is_loopback(cfg.bind_host):
+            log.warning(
+                "listening beyond this machine with ACL off: anyone who reaches the port may produce, consume and "
+                "administer (set aclEnable=true, or bindAddress=127.0.0.1)",
+                bind=cfg.bind_host,
+                port=self.port,
+            )
 
         if cfg.namesrv_list():
             registrar = BrokerRegistrar(
@@ -157,6 +177,8 @@ class BrokerController:
                 cfg.registerBrokerIntervalMs / 1000,
                 auto_create_topic_enable=cfg.autoCreateTopicEnable,
                 default_topic_queue_nums=cfg.defaultTopicQueueNums,
+                credentials=ClusterCredentials.parse(cfg.innerClientAuthenticationCredentials),
+                channel_credentials=cfg.channel_credentials(),
             )
             ctx.registrar = registrar
             accepted = await registrar.start()
@@ -170,6 +192,7 @@ class BrokerController:
             broker=cfg.brokerName,
             broker_id=cfg.brokerId,
             addr=cfg.broker_addr,
+            tls=cfg.tls_server_enabled,
             store=str(root),
             flush=store_cfg.flushDiskType.value,
             recovered_records=store.stats.recovered_records,

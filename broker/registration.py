@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from orbitmq import limits
+from orbitmq import limits, tls
+from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.errors import Code
 from orbitmq.logging import get_logger
 from orbitmq.proto import namesrv_pb2 as pb
@@ -81,6 +82,8 @@ class BrokerRegistrar:
         default_topic_queue_nums: int = 4,
         timeout_s: float = limits.REGISTER_TIMEOUT_S,
         group_policies: Callable[[], list[GroupPolicy]] | None = None,
+        credentials: ClusterCredentials | None = None,
+        channel_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv_addrs)
         self.cluster = cluster
@@ -92,6 +95,8 @@ class BrokerRegistrar:
         self.default_topic_queue_nums = default_topic_queue_nums
         self._topic_configs = topic_configs
         self._group_policies = group_policies
+        self.credentials = credentials
+        self.channel_credentials = channel_credentials  # TLS towards the name servers (tlsEnable)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._links: list[_Link] = []
@@ -108,7 +113,7 @@ class BrokerRegistrar:
         if self._task is not None:
             return sum(link.healthy for link in self._links)
         for addr in self.namesrv_addrs:
-            channel = grpc.aio.insecure_channel(addr, options=self._channel_options())
+            channel = tls.channel(addr, self.channel_credentials, self._channel_options())
             self._links.append(_Link(addr, channel, pb_grpc.NameServerStub(channel)))
         accepted = await self.register_now()
         self._task = asyncio.create_task(self._tick_loop(), name=f"register-{self.broker_name}")
@@ -141,9 +146,12 @@ class BrokerRegistrar:
         )
         for link in self._links:
             try:
-                await link.stub.UnregisterBroker(request, timeout=self.timeout_s)
+                result = await link.stub.UnregisterBroker(request, timeout=self.timeout_s, metadata=self._metadata())
             except grpc.aio.AioRpcError as exc:
                 log.warning("unregister failed", namesrv=link.addr, error=exc.code().name)
+            else:
+                if result.code not in (Code["OK"], Code["NOT_FOUND"]):  # NOT_FOUND: the session end removed it
+                    log.warning("unregister failed", namesrv=link.addr, code=result.code, reason=result.message)
             link.close_call()
             await link.channel.close()
 
@@ -203,6 +211,10 @@ class BrokerRegistrar:
             ("grpc.use_local_subchannel_pool", 1),
         ]
 
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        """Signed headers for a write call (fresh date: name servers refuse old signatures)."""
+        return tuple(self.credentials.metadata()) if self.credentials else ()
+
     def _ordered_links(self) -> list[_Link]:
         # healthy ones first so a dead name server costs nothing while another answers
         return sorted(self._links, key=lambda link: not link.healthy)
@@ -236,7 +248,7 @@ class BrokerRegistrar:
         async with link.lock:
             try:
                 if link.call is None:
-                    link.call = link.stub.BrokerSession()
+                    link.call = link.stub.BrokerSession(metadata=self._metadata())
                     link.call.add_done_callback(lambda call, link=link: self._on_session_done(link, call))
                 await asyncio.wait_for(link.call.write(registration), self.timeout_s)
                 result = await asyncio.wait_for(link.call.read(), self.timeout_s)

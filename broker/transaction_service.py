@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,10 @@ from orbitmq.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
     from broker.store.message_store import DefaultMessageStore
-    from orbitmq.v2.telemetry import TelemetryHub
+    from orbitmq.v2.telemetry import ClientInfo, TelemetryHub
+
+# Whether a client may be sent a check of a half message of this topic (it sees the whole message).
+CheckGuard = Callable[["ClientInfo", str], bool]
 
 SCAN_BATCH = 256
 log = get_logger("broker.transaction")
@@ -70,6 +74,31 @@ def _real(msg: MessageExt) -> MessageExtBrokerInner:
     )
 
 
+def check_targets(
+    clients: Iterable[ClientInfo], topic: str, producer_group: str, may_check: CheckGuard | None
+) -> list[ClientInfo]:
+    """Connected producers that declared ``topic`` in their (authorized) settings, may still publish to it and,
+    when the message names its producer group, belong to that group."""
+    return [
+        c
+        for c in clients
+        if c.is_producer
+        and c.connected
+        and _publishes(c, topic)
+        and (not producer_group or c.group == producer_group)
+        and (may_check is None or may_check(c, topic))
+    ]
+
+
+def _publishes(client: ClientInfo, topic: str) -> bool:
+    settings = client.settings
+    return (
+        settings is not None
+        and settings.HasField("publishing")
+        and any(t.name == topic for t in settings.publishing.topics)
+    )
+
+
 class TransactionService:
     """Loop-bound. ``timeout_ms``: age before the first check; ``max_checks``: then the half is rolled back."""
 
@@ -80,8 +109,10 @@ class TransactionService:
         timeout_ms: int,
         check_interval_ms: int,
         max_checks: int,
+        may_check: CheckGuard | None = None,
     ) -> None:
         self._store = store
+        self._may_check = may_check
         self._telemetry = telemetry
         self._timeout_ms = timeout_ms
         self._interval_s = check_interval_ms / 1000
@@ -173,11 +204,12 @@ class TransactionService:
             if parked is None:
                 self._pending.pop(half.commitlog_offset, None)
                 continue
-            producers = [
-                c
-                for c in self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER)
-                if half.topic in c.topics and c.connected
-            ]
+            producers = check_targets(
+                self._telemetry.clients(client_type=definition_pb2.ClientType.PRODUCER),
+                half.topic,
+                parked.properties.get(mc.PROPERTY_PRODUCER_GROUP, ""),
+                self._may_check,
+            )
             half.last_check_ms = now_ms
             if not producers:
                 continue  # no producer of that topic online: ask again later, without spending a check

@@ -37,7 +37,10 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
         values["host"] = args.host
     if args.broker_expired_seconds is not None:
         values["brokerExpiredSeconds"] = args.broker_expired_seconds
-    return build_config(NamesrvConfig, values)
+    config = build_config(NamesrvConfig, values)
+    config.cluster_credentials()  # ACL on without credentials is a configuration error (exit 2)
+    config.validate_tls()
+    return config
 
 
 async def serve(config: NamesrvConfig) -> None:

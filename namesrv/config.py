@@ -8,13 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orbitmq import limits
+from orbitmq.cluster_auth import ClusterCredentials
+from orbitmq.config import ConfigError
+from orbitmq.net import EVERY_INTERFACE
+from orbitmq.tls import TlsConfig
 
 
 @dataclass
-class NamesrvConfig:
+class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     listenPort: int = limits.DEFAULT_NAMESRV_PORT
-    # RocketMQ binds every interface; tests pass 127.0.0.1.
-    host: str = "0.0.0.0"
+    # Bind address: RocketMQ binds every interface; a non-loopback bind with ACL off logs a warning at start.
+    host: str = EVERY_INTERFACE
     # A broker silent this long (no registration on any channel) is dropped from the routes.
     brokerExpiredSeconds: float = limits.BROKER_EXPIRED_SECONDS
     # How often the expiry scan runs; 0 = derive from brokerExpiredSeconds.
@@ -28,6 +32,19 @@ class NamesrvConfig:
     autoCreateTopicRouteEnable: bool = True
     # Seconds a stop waits for in-flight calls.
     shutdownGraceSeconds: float = 2.0
+    # Write RPCs (broker registration, unregistration, KV config) need the cluster credentials (docs/security.md).
+    aclEnable: bool = False
+    # {"accessKey": ..., "secretKey": ...}: the credentials the brokers sign with (RocketMQ 5's key).
+    innerClientAuthenticationCredentials: str = ""
+
+    def cluster_credentials(self) -> ClusterCredentials | None:
+        """The credentials write RPCs must carry; None when ACL is off. ConfigError if ACL is on without them."""
+        if not self.aclEnable:
+            return None
+        credentials = ClusterCredentials.parse(self.innerClientAuthenticationCredentials)
+        if credentials is None:
+            raise ConfigError("aclEnable=true needs innerClientAuthenticationCredentials (the brokers' shared key)")
+        return credentials
 
     def scan_interval(self) -> float:
         if self.scanNotActiveBrokerIntervalSeconds > 0:

@@ -12,10 +12,13 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from namesrv.kv_config import KVConfigManager
 from namesrv.route_info import RouteInfoManager
+from orbitmq.cluster_auth import ClusterCredentials
+from orbitmq.errors import MQError
 from orbitmq.logging import get_logger
 from orbitmq.proto import namesrv_pb2 as pb
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
 from orbitmq.route_proto import broker_data_to_proto, queue_data_to_proto
+from orbitmq.v2.metadata import client_meta
 
 log = get_logger("namesrv")
 
@@ -37,9 +40,26 @@ def _check_registration(reg: pb.BrokerRegistration) -> str:
 
 
 class NameServerService(pb_grpc.NameServerServicer):
-    def __init__(self, routes: RouteInfoManager, kv: KVConfigManager) -> None:
+    """With ``credentials`` (ACL on) every write RPC must be signed with them; reads stay open, as in RocketMQ."""
+
+    def __init__(
+        self, routes: RouteInfoManager, kv: KVConfigManager, credentials: ClusterCredentials | None = None
+    ) -> None:
         self.routes = routes
         self.kv = kv
+        self.credentials = credentials
+
+    def _refusal(self, context: Any, rpc: str) -> MQError | None:
+        """None if the caller may write; else the UNAUTHORIZED error (logged with the caller's address)."""
+        if self.credentials is None:
+            return None
+        meta = client_meta(context)
+        try:
+            self.credentials.check(meta.headers)
+        except MQError as exc:
+            log.warning("write refused", rpc=rpc, peer=meta.peer, reason=exc.message)
+            return exc
+        return None
 
     def _register(self, reg: pb.BrokerRegistration, session: object | None) -> pb.RegisterBrokerResult:
         problem = _check_registration(reg)
@@ -63,6 +83,10 @@ class NameServerService(pb_grpc.NameServerServicer):
     async def BrokerSession(
         self, request_iterator: AsyncIterable[pb.BrokerRegistration], context: Any
     ) -> AsyncIterator[pb.RegisterBrokerResult]:
+        refused = self._refusal(context, "BrokerSession")
+        if refused is not None:
+            yield pb.RegisterBrokerResult(code=refused.code, message=refused.message)
+            return
         session = object()
         try:
             async for reg in request_iterator:
@@ -75,9 +99,15 @@ class NameServerService(pb_grpc.NameServerServicer):
                 )
 
     async def RegisterBroker(self, request: pb.BrokerRegistration, context: Any) -> pb.RegisterBrokerResult:
+        refused = self._refusal(context, "RegisterBroker")
+        if refused is not None:
+            return pb.RegisterBrokerResult(code=refused.code, message=refused.message)
         return self._register(request, None)
 
     async def UnregisterBroker(self, request: pb.UnregisterBrokerRequest, context: Any) -> pb.SimpleResult:
+        refused = self._refusal(context, "UnregisterBroker")
+        if refused is not None:
+            return pb.SimpleResult(code=refused.code, message=refused.message)
         if self.routes.unregister_broker(
             request.cluster_name, request.broker_name, request.broker_id, request.broker_addr
         ):
@@ -113,6 +143,9 @@ class NameServerService(pb_grpc.NameServerServicer):
         return pb.GetAllTopicListResponse(code=OK, message="OK", topics=self.routes.topics())
 
     async def PutKVConfig(self, request: pb.KVConfigRequest, context: Any) -> pb.SimpleResult:
+        refused = self._refusal(context, "PutKVConfig")
+        if refused is not None:
+            return pb.SimpleResult(code=refused.code, message=refused.message)
         if not request.namespace or not request.key:
             return pb.SimpleResult(code=BAD_REQUEST, message="namespace and key are required")
         self.kv.put(request.namespace, request.key, request.value)
@@ -125,6 +158,9 @@ class NameServerService(pb_grpc.NameServerServicer):
         return pb.KVConfigResponse(code=OK, message="OK", value=value)
 
     async def DeleteKVConfig(self, request: pb.KVConfigRequest, context: Any) -> pb.SimpleResult:
+        refused = self._refusal(context, "DeleteKVConfig")
+        if refused is not None:
+            return pb.SimpleResult(code=refused.code, message=refused.message)
         if not self.kv.delete(request.namespace, request.key):
             return pb.SimpleResult(code=NOT_FOUND, message=f"no KV config {request.namespace}/{request.key}")
         return pb.SimpleResult(code=OK, message="OK")

@@ -16,8 +16,9 @@ from namesrv.internal_service import NameServerService
 from namesrv.kv_config import KVConfigManager
 from namesrv.route_info import RouteInfoManager
 from namesrv.v2_service import NamesrvMessagingService
-from orbitmq import limits
+from orbitmq import limits, tls
 from orbitmq.logging import get_logger
+from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
@@ -36,6 +37,7 @@ class NameServer:
 
     def __init__(self, config: NamesrvConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
+        self.credentials = self.config.cluster_credentials()  # ConfigError before anything starts
         self.routes = RouteInfoManager(broker_expired_s=self.config.brokerExpiredSeconds)
         self.kv = KVConfigManager()
         self.hub = TelemetryHub(
@@ -67,19 +69,32 @@ class NameServer:
 
     async def start(self) -> int:
         server = grpc.aio.server(options=GRPC_OPTIONS)
-        pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv), server)
+        pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv, self.credentials), server)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            NamesrvMessagingService(self.routes, self.hub, self.config.autoCreateTopicRouteEnable), server
+            NamesrvMessagingService(
+                self.routes,
+                self.hub,
+                self.config.autoCreateTopicRouteEnable,
+                broker_credentials=self.config.channel_credentials(),
+            ),
+            server,
         )
-        bind = f"{self.config.host}:{self.config.listenPort}"
-        port = server.add_insecure_port(bind)
+        bind = bind_target(self.config.host, self.config.listenPort)
+        port = tls.add_port(server, bind, self.config.server_credentials())
         if port == 0:
             raise OSError(f"name server cannot bind {bind}")
         await server.start()
         self._server, self.port = server, port
         await self.hub.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
-        log.info("name server started", host=self.config.host, port=port)
+        log.info("name server started", host=self.config.host, port=port, tls=self.config.tls_server_enabled)
+        if self.credentials is None and not is_loopback(self.config.host):
+            log.warning(
+                "listening beyond this machine with ACL off: anyone who reaches the port may register brokers and "
+                "rewrite routes (set aclEnable=true, or host=127.0.0.1)",
+                host=self.config.host,
+                port=port,
+            )
         return port
 
     async def stop(self) -> None:

@@ -13,7 +13,7 @@ import grpc
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from namesrv.route_info import RouteInfoManager
-from orbitmq import limits
+from orbitmq import limits, tls
 from orbitmq.errors import MQError
 from orbitmq.logging import get_logger
 from orbitmq.route import TopicRouteData
@@ -30,10 +30,17 @@ DATA_RPC_MESSAGE = "the name server serves routes only: send data requests to a 
 
 
 class NamesrvMessagingService(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, routes: RouteInfoManager, hub: TelemetryHub, auto_create_route: bool = True) -> None:
+    def __init__(
+        self,
+        routes: RouteInfoManager,
+        hub: TelemetryHub,
+        auto_create_route: bool = True,
+        broker_credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.routes = routes
         self.hub = hub
         self.auto_create_route = auto_create_route
+        self.broker_credentials = broker_credentials  # TLS towards brokers (tlsEnable), for forwarded recalls
 
     def _route(self, topic: str) -> TopicRouteData:
         route = self.routes.route(topic)
@@ -110,7 +117,7 @@ class NamesrvMessagingService(service_pb2_grpc.MessagingServiceServicer):
             if addr is None:
                 continue
             try:
-                async with grpc.aio.insecure_channel(addr) as channel:
+                async with tls.channel(addr, self.broker_credentials) as channel:
                     stub = service_pb2_grpc.MessagingServiceStub(channel)
                     resp = await stub.RecallMessage(request, metadata=metadata, timeout=limits.REGISTER_TIMEOUT_S)
             except grpc.aio.AioRpcError as exc:

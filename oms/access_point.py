@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+import grpc
+
 from oms.admin.manager import ResourceManager
 from oms.client.core import Runtime
 from oms.client.endpoints import Endpoint
@@ -27,7 +29,7 @@ from oms.consumer.pull import PullConsumer
 from oms.consumer.push import PushConsumer
 from oms.context import Lifecycle
 from oms.errors import OMSIllegalStateException, OMSNotSupportedException
-from oms.keys import OMSBuiltinKeys, attribute_key
+from oms.keys import NonStandardKeys, OMSBuiltinKeys, attribute_key
 from oms.keyvalue import KeyValue
 from oms.plugins import ClientPluginManager
 from oms.producer.aio import AsyncProducer
@@ -36,6 +38,7 @@ from oms.producer.transaction import Checker
 from oms.url import AccessPointURL, parse_access_point
 from oms.version import CLIENT_VERSION
 from orbitmq.errors import Code
+from orbitmq.tls import client_credentials
 
 log = logging.getLogger("oms")
 
@@ -60,6 +63,18 @@ def _forget_inherited() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_inherited)
+
+
+def _tls_credentials(attributes: KeyValue) -> grpc.ChannelCredentials | None:
+    """Channel credentials from the ``rmq.tls.*`` attributes; None (plaintext) unless ``rmq.tls.enable``."""
+    if not attributes.get_boolean(NonStandardKeys.TLS_ENABLE, False):
+        return None
+    return client_credentials(
+        attributes.get_string(NonStandardKeys.TLS_TRUST_CERT_PATH) or "",
+        attributes.get_string(NonStandardKeys.TLS_CERT_PATH) or "",
+        attributes.get_string(NonStandardKeys.TLS_KEY_PATH) or "",
+        keys=(NonStandardKeys.TLS_TRUST_CERT_PATH, NonStandardKeys.TLS_CERT_PATH, NonStandardKeys.TLS_KEY_PATH),
+    )
 
 
 def merge_attributes(attributes: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> KeyValue:
@@ -91,7 +106,8 @@ class MessagingAccessPoint:
         self.credentials = Credentials(key, secret) if key and secret else None
         self.plugin_manager = ClientPluginManager(load_entry_points=attributes.get_boolean(LOAD_PLUGINS_KEY, True))
         self._loop = LoopThread(f"oms-access-point-{id(self):x}")
-        self._runtime = Runtime(self._loop, ChannelPool(), Endpoint.of(url.endpoints), self.namespace, self.credentials)
+        pool = ChannelPool(_tls_credentials(attributes))
+        self._runtime = Runtime(self._loop, pool, Endpoint.of(url.endpoints), self.namespace, self.credentials)
         self._children: list[Lifecycle] = []
         self._lock = threading.Lock()
         self._closed = False

@@ -75,6 +75,11 @@ class NonStandardKeys:
     COMPRESS_MSG_BODY_OVER_HOWMUCH: Final = "rmq.compress.msg.body.over.howmuch"
     MAX_MESSAGE_SIZE: Final = "rmq.max.message.size"
     CALLBACK_THREAD_NUMS: Final = "rmq.callback.thread.nums"
+    # TLS towards every server of the access point (docs/security.md); kwargs tls_enable=, tls_trust_cert_path=, ...
+    TLS_ENABLE: Final = "rmq.tls.enable"
+    TLS_TRUST_CERT_PATH: Final = "rmq.tls.trust.cert.path"  # PEM CA bundle; empty = the system roots
+    TLS_CERT_PATH: Final = "rmq.tls.cert.path"  # PEM client certificate, for servers that require one
+    TLS_KEY_PATH: Final = "rmq.tls.key.path"
     # message keys (sys or user headers)
     TAGS: Final = "rmq.tags"
     KEYS: Final = "rmq.keys"

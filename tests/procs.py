@@ -53,11 +53,11 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait_port(self, port: int, timeout: float = 30.0) -> None:
+    def wait_port(self, port: int, timeout: float = 30.0, host: str = "127.0.0.1") -> None:
         def ready() -> bool:
             if not self.alive():
                 raise RuntimeError(f"{self.args[0]} exited early:\n{self.log()}")
-            return port_open(port)
+            return port_open(port, host)
 
         _wait_until(ready, timeout, what=f"port {port} of {self.args}")
 

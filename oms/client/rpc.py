@@ -36,7 +36,8 @@ SUCCESS_CODES = frozenset({Code.OK, Code.MULTIPLE_RESULTS})
 class ChannelPool:
     """Loop-bound: channels are created and closed on the access point's loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, credentials: grpc.ChannelCredentials | None = None) -> None:
+        self.credentials = credentials  # TLS when set (``rmq.tls.enable``)
         self._channels: dict[Endpoint, tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]] = {}
         self._produce: dict[Endpoint, produce_pb2_grpc.ProduceStub] = {}
         # Endpoints that answered Produce/SendBatch with UNIMPLEMENTED (e.g. a RocketMQ proxy): never asked again.
@@ -45,7 +46,10 @@ class ChannelPool:
     def _entry(self, endpoint: Endpoint) -> tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]:
         entry = self._channels.get(endpoint)
         if entry is None:
-            channel = grpc.aio.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+            if self.credentials is None:
+                channel = grpc.aio.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+            else:
+                channel = grpc.aio.secure_channel(endpoint.target, self.credentials, options=CHANNEL_OPTIONS)
             entry = self._channels[endpoint] = (channel, service_pb2_grpc.MessagingServiceStub(channel))
         return entry
 

@@ -60,6 +60,8 @@ class ClientInfo:
 
 
 ClientListener = Callable[[ClientEvent, ClientInfo], None]
+# Raises MQError (FORBIDDEN/UNAUTHORIZED) when the caller of a stream may not declare these settings.
+SettingsGuard = Callable[[ClientMeta, definition_pb2.Settings], None]
 CommandListener = Callable[[ClientInfo, service_pb2.TelemetryCommand], None]
 
 
@@ -78,8 +80,10 @@ class TelemetryHub:
         policy: SettingsPolicy | None = None,
         client_expired_s: float = limits.CLIENT_EXPIRED_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        settings_guard: SettingsGuard | None = None,
     ) -> None:
         self.policy = policy or SettingsPolicy()
+        self.settings_guard = settings_guard
         self.client_expired_s = client_expired_s
         self._clock = clock
         self._clients: dict[str, ClientInfo] = {}
@@ -307,6 +311,9 @@ class TelemetryHub:
         kind = command.WhichOneof("command")
         if kind == "settings":
             try:
+                if self.settings_guard is not None:
+                    # a refused declaration is not recorded: the client is not a producer/consumer of those topics
+                    self.settings_guard(meta, command.settings)
                 reply = settings_reply(command.settings, self.policy)
             except MQError as exc:
                 log.warning("bad client settings", client_id=client_id, error=str(exc))

@@ -175,9 +175,17 @@ class AclConfig:
 
     @classmethod
     def parse(cls, data: Any, source: str = "plain_acl.yml") -> AclConfig:
-        """Validate an already parsed document (a mapping); an empty document has no accounts."""
+        """Validate an already parsed document (a mapping). An empty document is an error, not "no accounts".
+
+        An editor that truncates the file before writing it, or a failed copy, leaves it empty for a moment; read as
+        "nobody may do anything" that would lock every client out, so a reload keeps the previous rules instead.
+        ``accounts: []`` says "no accounts" on purpose.
+        """
         if data is None:
-            data = {}
+            raise AclConfigError(
+                f"{source}: the file is empty (no {ACCOUNTS}, no {GLOBAL_WHITE_REMOTE_ADDRESSES}); "
+                f"write '{ACCOUNTS}: []' for a configuration without accounts"
+            )
         if not isinstance(data, dict):
             raise AclConfigError(
                 f"{source}: the top level must be a mapping with {ACCOUNTS} and {GLOBAL_WHITE_REMOTE_ADDRESSES}"

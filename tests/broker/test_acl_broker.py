@@ -165,3 +165,25 @@ def test_oms_client_signs_with_its_credentials(acl_broker):
         with ap.create_producer() as producer, pytest.raises(oms.OMSException) as err2:
             producer.send(oms.BytesMessage(b"x", "AclT"))
         assert err2.value.code == UNAUTHORIZED
+
+
+@pytest.mark.timeout(120)
+def test_an_emptied_acl_file_keeps_the_previous_rules(acl_broker):
+    addr = acl_broker.addr
+    acl_file: Path = acl_broker.acl_file  # type: ignore[attr-defined]
+    acl_file.write_text("")  # an editor truncating the file, a failed copy: not "no accounts"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "ACL file not reloaded" not in acl_broker.log():
+        assert _send(addr, "AclT", _signed("appAK", "appSecret1")).status.code == OK  # each request may reload
+        time.sleep(0.3)
+    assert "ACL file not reloaded" in acl_broker.log() and "empty" in acl_broker.log()
+    assert _send(addr, "AclT", _signed("appAK", "appSecret1")).status.code == OK
+    assert _send(addr, "OtherT", _signed("appAK", "appSecret1")).status.code == FORBIDDEN
+    # a good file afterwards is picked up again
+    acl_file.write_text(ACL.replace("      - AclPubOnly=PUB", "      - AclPubOnly=PUB\n      - OtherT=PUB"))
+    deadline = time.monotonic() + 30
+    code = FORBIDDEN
+    while time.monotonic() < deadline and code != OK:
+        time.sleep(0.5)
+        code = _send(addr, "OtherT", _signed("appAK", "appSecret1")).status.code
+    assert code == OK

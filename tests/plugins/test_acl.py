@@ -113,7 +113,10 @@ def test_the_file_loads_with_rocketmq_defaults():
         AclConfig.from_yaml("accounts:\n  - {accessKey: k, secretKey: 0123456}").accounts["k"].secret_key == "0123456"
     )
     assert "Secret" not in repr(app)  # the secret never reaches a log line
-    assert AclConfig.from_yaml("").accounts == {}  # RocketMQ creates an empty file and runs with it
+    assert AclConfig.from_yaml("accounts: []").accounts == {}  # no accounts, said on purpose
+    for empty in ("", "  \n", "# only a comment\n", "---\n"):  # an empty file is an error, not "no accounts"
+        with pytest.raises(AclConfigError, match="the file is empty"):
+            AclConfig.from_yaml(empty, "plain_acl.yml")
     assert len(config.global_white_remote_addresses) == 2
 
 
@@ -463,15 +466,19 @@ def test_a_changed_file_takes_effect_and_a_broken_one_keeps_the_last_good(tmp_pa
             wait_until(lambda: _logged(v, caplog, "not reloaded"))
             assert "secretKey" in caplog.text and _can(v, "later")
             caplog.clear()
+            _write(path, "", 4)  # emptied (an editor truncating before it writes): not "no accounts"
+            wait_until(lambda: _logged(v, caplog, "not reloaded"))
+            assert "empty" in caplog.text and _can(v, "later")
+            caplog.clear()
             path.unlink()
             wait_until(lambda: _logged(v, caplog, "not reloaded"))
             assert _can(v, "later")
 
-        _write(path, ACL_YAML, 4)  # fixed again: picked up again
+        _write(path, ACL_YAML, 5)  # fixed again: picked up again
         wait_until(lambda: not _can(v, "later"))
 
     # closed: no more reloading
-    _write(path, ACL_YAML.replace("      - audit=PUB", "      - audit=PUB\n      - later=PUB"), 5)
+    _write(path, ACL_YAML.replace("      - audit=PUB", "      - audit=PUB\n      - later=PUB"), 6)
     time.sleep(0.2)
     assert not _can(v, "later")
 

@@ -185,6 +185,49 @@ def read_queue(store: DefaultMessageStore, queue_id: int, start: int, count: int
     return {"messages": got, "seconds": elapsed, "per_s": got / elapsed if elapsed else 0.0}
 
 
+def read_raw_queue(store: DefaultMessageStore, queue_id: int, count: int) -> dict[str, float]:
+    """``get_message_raw`` (the PullBatch read) of ``count`` messages of one queue, 1024 per call."""
+    t0 = time.perf_counter()
+    offset, got = 0, 0
+    while got < count:
+        r = store.get_message_raw("bench", "Bench", queue_id, offset, 1024)
+        if not r.raw_count:
+            break
+        got += r.raw_count
+        offset = r.next_begin_offset
+    elapsed = time.perf_counter() - t0
+    return {"messages": got, "seconds": elapsed, "per_s": got / elapsed if elapsed else 0.0}
+
+
+def crc_read_check(root: Path, n: int, size: int) -> dict[str, Any]:
+    """The cost of the read path's CRC check: the first read of records this process did not write (checked,
+    record by record) against reading them again (the range is known good) and reading records it appended."""
+    store = _store(root, FlushDiskType.ASYNC_FLUSH)
+    msgs = _msgs(n, size)
+    for m in msgs:
+        m.queue_id = 0
+    for i in range(0, n, 256):
+        store.put_messages(msgs[i : i + 256])
+    written = read_raw_queue(store, 0, n)  # appended by this process: known good, never checked
+    store.shutdown()
+    store = DefaultMessageStore(store.config, ("127.0.0.1", 8081))
+    store.load()
+    store.start()
+    try:
+        first = read_raw_queue(store, 0, n)  # every record's CRC checked once
+        again = read_raw_queue(store, 0, n)
+    finally:
+        store.shutdown()
+    return {
+        "messages": n,
+        "body_bytes": size,
+        "appended_here_per_s": round(written["per_s"]),
+        "first_read_checked_per_s": round(first["per_s"]),
+        "read_again_per_s": round(again["per_s"]),
+        "first_read_over_again": round(first["per_s"] / again["per_s"], 3) if again["per_s"] else None,
+    }
+
+
 def drop_page_cache() -> bool:
     try:
         os.sync()
@@ -288,6 +331,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             out[f"append_sync_wrapped_64_writers_{size}B"] = append_sync_aio(
                 fresh(f"w64-{size}"), 64_000 // scale, size, 64, wrap=True
             )
+        out["crc_read_check_100B"] = [crc_read_check(fresh(f"crc-{r}"), 200_000 // scale, 100) for r in range(3)]
         backlog = int(os.environ.get("BENCH_BACKLOG", 1_000_000 if quick else 10_000_000))
         out["backlog"] = backlog_suite(fresh("backlog"), backlog, 200_000 // scale, min(1_000_000, backlog))
     finally:
@@ -313,6 +357,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "read_hot_per_s": round(median([h["per_s"] for h in b["read_hot_tail"]])),
         "read_cold_per_s": round(median([c["per_s"] for c in b["read_cold_backlog"]])),
         "read_cold_over_hot": b["read_cold_over_hot"],
+        "crc_first_read_over_again": median([c["first_read_over_again"] for c in out["crc_read_check_100B"]]),
         "index_query_p50_ms": b["index_query_p50_ms"],
         "index_query_p99_ms": b["index_query_p99_ms"],
         "restart_clean_s": b["restart_clean_seconds"],

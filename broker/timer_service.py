@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from broker.json_file import read_json, write_json_atomic
 from broker.store.message import MessageExt, MessageExtBrokerInner
+from broker.store.results import GetMessageStatus
 from orbitmq import message_const as mc
 from orbitmq.delay import clamp_level
 from orbitmq.errors import Code, MQError
@@ -118,6 +119,9 @@ class TimerService:
             offset = max(self._floor.setdefault(qid, 0), self._store.get_min_offset_in_queue(SCHEDULE_TOPIC, qid))
             while True:
                 result = self._store.get_message("", SCHEDULE_TOPIC, qid, offset, SCAN_BATCH)
+                if result.status is GetMessageStatus.MESSAGE_CORRUPTED:  # reported by the store; never delivered
+                    offset = result.next_begin_offset
+                    continue
                 if not result.messages:
                     break
                 for m in result.messages:

@@ -23,6 +23,7 @@ from broker.store.message import (
     MessageExt,
     MessageExtBrokerInner,
 )
+from broker.store.results import GetMessageStatus
 from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
@@ -129,6 +130,9 @@ class TransactionService:
         offset = self._store.get_min_offset_in_queue(topic, 0)
         while True:
             result = self._store.get_message("", topic, 0, offset, SCAN_BATCH)
+            if result.status is GetMessageStatus.MESSAGE_CORRUPTED:  # reported by the store; skipped
+                offset = result.next_begin_offset
+                continue
             if not result.messages:
                 return out
             out.extend(result.messages)

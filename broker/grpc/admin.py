@@ -315,6 +315,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
                 "putMessageTotal": str(store.stats.put_messages),
                 "getMessageTotal": str(store.stats.got_messages),
+                "corruptRecordTotal": str(store.corrupt_records),
                 "topicCount": str(len(ctx.topics.user_topics())),
                 "groupCount": str(len(ctx.groups.all())),
                 "clientCount": str(len(ctx.telemetry.clients())),

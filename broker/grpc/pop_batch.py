@@ -100,10 +100,12 @@ class PopServicer(pop_pb2_grpc.PopServicer):
 
     def _response(self, pop: PopService, popped: list[Popped]) -> pop_pb2.ReceiveBatchResponse:
         flights = [p.delivery.flight for p in popped]
-        parts, gone = self.ctx.store.read_records([(f.offset, f.commitlog_offset, f.size) for f in flights])
-        if gone:  # retention removed their segment since the pop read the ConsumeQueue
-            pop.drop_gone([popped[i] for i in gone])
-            lost = set(gone)
+        parts, gone, corrupt = self.ctx.store.read_records([(f.offset, f.commitlog_offset, f.size) for f in flights])
+        # gone: retention removed their segment since the pop read the ConsumeQueue; corrupt: failed their CRC
+        # (reported by the store). Neither can ever be delivered.
+        if gone or corrupt:
+            lost = set(gone) | set(corrupt)
+            pop.drop_gone([popped[i] for i in sorted(lost)])
             popped = [p for i, p in enumerate(popped) if i not in lost]
         if not parts:
             return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))

@@ -50,6 +50,14 @@ def readable_topic(ctx: BrokerContext, mq: definition_pb2.MessageQueue) -> Topic
     return tc
 
 
+def corrupt_message(topic: str, queue_id: int, offset: int) -> str:
+    """The answer for a record that fails its CRC: the consumer pulls on from ``next_offset``."""
+    return (
+        f"the message at offset {offset} of {topic}:{queue_id} fails its CRC check: skipped (the broker reported "
+        "and quarantined it); pull on from next_offset"
+    )
+
+
 def remaining_seconds(context: Any) -> float | None:
     try:
         remaining = context.time_remaining()
@@ -109,6 +117,12 @@ class PullService:
                         Code.ILLEGAL_OFFSET,
                         f"offset {offset} is outside [{result.min_offset}, {result.max_offset}] of queue {qid}",
                     )
+                )
+                yield service_pb2.PullMessageResponse(next_offset=result.next_begin_offset)
+                return
+            if result.status is GetMessageStatus.MESSAGE_CORRUPTED:
+                yield service_pb2.PullMessageResponse(
+                    status=status(Code.MESSAGE_CORRUPTED, corrupt_message(topic, qid, offset))
                 )
                 yield service_pb2.PullMessageResponse(next_offset=result.next_begin_offset)
                 return

@@ -17,7 +17,7 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from broker import access
 from broker.context import BrokerContext
-from broker.grpc.pull import DEADLINE_MARGIN_S, readable_topic, remaining_seconds
+from broker.grpc.pull import DEADLINE_MARGIN_S, corrupt_message, readable_topic, remaining_seconds
 from broker.hookspecs import Action
 from broker.queue_lock_manager import QueueLockManager
 from broker.retry_service import RetryService
@@ -204,6 +204,14 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
                         Code.ILLEGAL_OFFSET,
                         f"offset {offset} is outside [{result.min_offset}, {result.max_offset}] of queue {qid}",
                     ),
+                    next_offset=result.next_begin_offset,
+                    min_offset=result.min_offset,
+                    max_offset=result.max_offset,
+                    offset_reset=was_reset,
+                )
+            if result.status is GetMessageStatus.MESSAGE_CORRUPTED:
+                return consume_pb2.PullBatchResponse(
+                    status=_status(Code.MESSAGE_CORRUPTED, corrupt_message(topic, qid, offset)),
                     next_offset=result.next_begin_offset,
                     min_offset=result.min_offset,
                     max_offset=result.max_offset,

@@ -77,6 +77,9 @@ class RecordInfo:
     keys: tuple[str, ...] = ()
     unique_key: str | None = None
     inner_tags_codes: tuple[int, ...] = ()  # an inner batch: one ConsumeQueue entry per message, these tags
+    # CORRUPT from a salvaging scan: where the next valid record starts (the scan goes on there); -1: none, a
+    # torn tail
+    resume_at: int = -1
 
 
 @lru_cache(maxsize=1024)

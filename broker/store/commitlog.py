@@ -10,15 +10,18 @@ from collections.abc import Iterator
 from broker.store import codec
 from broker.store.codec import RecordInfo, ScanStatus
 from broker.store.config import MessageStoreConfig
-from broker.store.mapped_file import MappedFileQueue
+from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.message import MessageExt
-from orbitmq.record import OFF_STORE_TIMESTAMP
+from broker.store.verify import CorruptRecordError, Quarantine, VerifiedRanges, record_crc_ok
+from orbitmq.record import MESSAGE_MAGIC_CODE, OFF_STORE_TIMESTAMP
 
 
 class CommitLog:
     def __init__(self, config: MessageStoreConfig) -> None:
         self.config = config
         self.files = MappedFileQueue(config.commitlog_dir, config.mappedFileSizeCommitLog, config.warmMapedFileEnable)
+        self.verified = VerifiedRanges()
+        self.quarantine = Quarantine(config.root / "quarantine")
 
     def load(self) -> None:
         self.files.load()
@@ -60,6 +63,7 @@ class CommitLog:
                 if data:
                     mf.view[start:pos] = data
                     mf.wrote_position = pos
+                    self.verified.add(mf.start_offset + start, mf.start_offset + pos)
                 if i < n:
                     # The next record does not fit: leave the blank marker, continue in the next segment.
                     codec.write_blank(mf.view, pos, mf.size - pos)
@@ -82,10 +86,24 @@ class CommitLog:
         if info is not None and info.status is not ScanStatus.OK:
             return None
         try:
+            if size is not None:
+                self.check(phys_offset, size, mf.view, pos)
             return codec.decode(mf.view, pos)
         except (codec.RecordError, IndexError, UnicodeDecodeError, ValueError):
             # ValueError: retention closed this segment while we were reading it; the record is gone
             return None
+
+    def check(self, phys_offset: int, size: int, buf: bytes | memoryview, pos: int) -> None:
+        """Raise ``CorruptRecordError`` (reported once) unless the record of ``size`` bytes at ``pos`` of ``buf``
+        (CommitLog offset ``phys_offset``) is known good or passes its CRC now."""
+        end = phys_offset + size
+        if size > 0 and self.verified.covers(phys_offset, end):
+            return
+        if size <= 0 or not record_crc_ok(buf, pos, size):
+            error = CorruptRecordError(phys_offset, size, "CRC mismatch" if size > 0 else "lost in recovery")
+            self.quarantine.report(error, buf[pos : pos + size] if size > 0 else None)
+            raise error
+        self.verified.add(phys_offset, end)
 
     def read_raw(self, phys_offset: int, length: int) -> bytes | None:
         """``length`` stored bytes from ``phys_offset`` (whole records of one segment), or None if gone."""
@@ -107,9 +125,11 @@ class CommitLog:
         return int.from_bytes(mf.view[phys_offset - mf.start_offset + OFF_STORE_TIMESTAMP :][:8], "big")
 
     def scan(self, start: int) -> Iterator[RecordInfo]:
-        """Yield verified records from ``start`` (a record boundary) until the end or the first bad record.
+        """Yield verified records from ``start`` (a record boundary) until the end.
 
-        The last yielded item has status END or CORRUPT and ``physical_offset`` = where valid data stops.
+        A bad record yields a CORRUPT item at its offset whose ``resume_at`` is the next valid record (magic code,
+        sane size and CRC), where the scan goes on; with no valid record after it (a torn tail) ``resume_at`` is
+        -1 and the scan stops. The last item has status END or CORRUPT, ``physical_offset`` = where data stops.
         """
         offset = max(start, self.min_offset)
         while True:
@@ -124,9 +144,38 @@ class CommitLog:
                 offset += info.size
             elif info.status is ScanStatus.BLANK:
                 offset = mf.end_offset
-            else:
+            elif info.status is ScanStatus.END and not self._valid_after(mf, pos):
                 yield RecordInfo(info.status, 0, physical_offset=offset)
                 return
+            else:  # damaged, or zeros with records after them (bytes overwritten): look for the next record
+                resume = self._next_valid(offset)
+                yield RecordInfo(ScanStatus.CORRUPT, 0, physical_offset=offset, resume_at=resume)
+                if resume < 0:
+                    return
+                offset = resume
+
+    def _valid_after(self, mf: MappedFile, pos: int) -> bool:
+        """Whether zeros at ``pos`` of ``mf`` hide later records (an overwritten stretch, not the end of data)."""
+        return self._next_valid(mf.start_offset + pos) >= 0
+
+    def _next_valid(self, offset: int) -> int:
+        """The CommitLog offset of the first valid record (or blank marker) after ``offset``, -1 if none."""
+        magic = MESSAGE_MAGIC_CODE.to_bytes(4, "big")
+        mf = self.files.find(offset)
+        while mf is not None:
+            pos = offset - mf.start_offset
+            found = mf.mm.find(magic, pos + 5)
+            while found >= 0:
+                candidate = found - 4
+                if codec.check_record(mf.view, candidate, mf.size).status is ScanStatus.OK:
+                    return mf.start_offset + candidate
+                found = mf.mm.find(magic, found + 1)
+            # records never span segments: the next segment starts with a record when it holds any
+            offset = mf.end_offset
+            mf = self.files.find(offset)
+            if mf is not None and codec.check_record(mf.view, 0, mf.size).status is ScanStatus.OK:
+                return offset
+        return -1
 
     def shutdown(self) -> None:
         self.files.shutdown()

@@ -80,6 +80,13 @@ class ConsumeQueue:
         if end > self.max_phys_offset:
             self.max_phys_offset = end
 
+    def fill_holes(self, queue_offset: int, phys_offset: int) -> None:
+        """Recovery lost the records of this queue between its end and ``queue_offset`` in damaged bytes at
+        ``phys_offset``: their entries point there with size 0, which reads answer as corrupt."""
+        if self.files.files:
+            for offset in range(self.max_offset, queue_offset):
+                self.put(offset, phys_offset, 0, 0)
+
     def put_batch(self, queue_offset: int, entries: list[bytes]) -> None:
         """Append consecutive packed entries from ``queue_offset``, with one copy when they fit the current segment."""
         pos = queue_offset * CQ_UNIT_SIZE

@@ -132,6 +132,10 @@ class MappedFileQueue:
     def last(self) -> MappedFile | None:
         return self.files[-1] if self.files else None
 
+    def segment_start(self, offset: int) -> int:
+        """The start offset of the segment that holds (or would hold) ``offset``."""
+        return offset - offset % self.file_size
+
     def find(self, offset: int) -> MappedFile | None:
         if not self.files or offset < self.files[0].start_offset:
             return None

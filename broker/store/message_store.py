@@ -41,6 +41,7 @@ from broker.store.results import (
     PutResults,
 )
 from broker.store.retention import CleanCommitLogService, CleanConsumeQueueService, disk_usage_ratio
+from broker.store.verify import CorruptRecordError, record_crc_ok
 from orbitmq.record import OFF_QUEUE_OFFSET, OFF_SYS_FLAG
 
 log = logging.getLogger(__name__)
@@ -120,12 +121,18 @@ class DefaultMessageStore:
             self._recover_abnormally(checkpoint)
         else:
             assert checkpoint is not None
-            # The final checkpoint of a clean stop is the flushed end: the rest of the segment is still zeros.
-            self.commitlog.set_end(checkpoint.commitlog_offset, zero_tail=False)
-            for cq in self.queues.values():
-                cq.truncate_from_phys(checkpoint.commitlog_offset)
-            self.index_dispatch.reset(checkpoint.commitlog_offset)
-            self.stats.recovered_records = 0
+            damaged = self._damaged_tail(checkpoint.commitlog_offset)
+            if damaged is not None:
+                # Files changed while the broker was stopped: recover as after a crash, from the last segment.
+                log.warning("clean start found a damaged commitlog tail", extra={"offset": damaged})
+                self._recover_abnormally(checkpoint, self.commitlog.files.segment_start(damaged))
+            else:
+                # The final checkpoint of a clean stop is the flushed end: the rest of the segment is still zeros.
+                self.commitlog.set_end(checkpoint.commitlog_offset, zero_tail=False)
+                for cq in self.queues.values():
+                    cq.truncate_from_phys(checkpoint.commitlog_offset)
+                self.index_dispatch.reset(checkpoint.commitlog_offset)
+                self.stats.recovered_records = 0
         for cq in self.queues.values():  # retention may have removed what the first entries point at
             cq.delete_expired(self.commitlog.min_offset)
         self.stats.last_load_seconds = time.monotonic() - started
@@ -144,24 +151,43 @@ class DefaultMessageStore:
                     cq.load()
                     self.queues[(topic_dir.name, int(qdir.name))] = cq
 
-    def _recover_abnormally(self, checkpoint: StoreCheckpoint | None) -> None:
-        start = 0
-        if checkpoint is not None:
-            start = min(checkpoint.consume_queue_offset, checkpoint.index_offset, checkpoint.commitlog_offset)
+    def _damaged_tail(self, end: int) -> int | None:
+        """After a clean stop: where the last segment's records up to ``end`` stop verifying (RocketMQ's normal
+        recovery rechecks the last files), or None when all of them pass."""
+        if end <= self.commitlog.min_offset:
+            return None
+        for info in self.commitlog.scan(self.commitlog.files.segment_start(end - 1)):
+            if info.status is not ScanStatus.OK:
+                return info.physical_offset if info.physical_offset < end or info.resume_at >= 0 else None
+        return None
+
+    def _recover_abnormally(self, checkpoint: StoreCheckpoint | None, start: int | None = None) -> None:
+        if start is None:
+            start = 0
+            if checkpoint is not None:
+                start = min(checkpoint.consume_queue_offset, checkpoint.index_offset, checkpoint.commitlog_offset)
         start = max(start, self.commitlog.min_offset)
         for cq in self.queues.values():
             cq.truncate_from_phys(start)
         indexed_until = self.index.max_phy_offset
         end = start
         scanned = 0
+        damaged = -1  # the last bad stretch kept behind: queue offsets it swallowed point at it, as corrupt
         for info in self.commitlog.scan(start):
+            if info.status is ScanStatus.CORRUPT and info.resume_at >= 0:
+                # valid records follow: keep them, quarantine the bad bytes (their queue offsets read as corrupt)
+                self._quarantine_region(info.physical_offset, info.resume_at)
+                damaged = info.physical_offset
+                continue
             if info.status is not ScanStatus.OK:
                 end = info.physical_offset
                 if info.status is ScanStatus.CORRUPT:
-                    log.warning("commitlog tail dropped at a damaged record", extra={"offset": end})
+                    log.warning("commitlog tail dropped at a torn record", extra={"offset": end})
                 break
             scanned += 1
             cq = self._queue(info.topic, info.queue_id)
+            if damaged >= 0:
+                cq.fill_holes(info.queue_offset, damaged)
             if info.inner_tags_codes:
                 for i, code in enumerate(info.inner_tags_codes):
                     cq.put(info.queue_offset + i, info.physical_offset, info.size, code)
@@ -176,6 +202,13 @@ class DefaultMessageStore:
             cq.truncate_from_phys(end)
         self.index_dispatch.reset(end)
         self.stats.recovered_records = scanned
+
+    def _quarantine_region(self, start: int, resume: int) -> None:
+        mf = self.commitlog.files.find(start)
+        stop = min(resume, mf.end_offset) if mf is not None else start
+        data = bytes(mf.view[start - mf.start_offset : stop - mf.start_offset]) if mf is not None else None
+        error = CorruptRecordError(start, stop - start, f"damaged bytes found in recovery, records resume at {resume}")
+        self.commitlog.quarantine.report(error, data)
 
     def start(self) -> None:
         self.config.abort_path.touch()
@@ -540,7 +573,13 @@ class DefaultMessageStore:
                     total += counted
                     last_phys = phys
                     continue
-                msg = self.read_message(phys, size, entry_offset)
+                try:
+                    msg = self.read_message(phys, size, entry_offset)
+                except CorruptRecordError:
+                    if not selected:  # the record at the requested offset: a status of its own, then past it
+                        return GetMessageResult(GetMessageStatus.MESSAGE_CORRUPTED, [], next_offset, min_o, max_o)
+                    next_offset = entry_offset  # served before it; the next read gets its status
+                    break
                 if msg is None:
                     continue
                 if message_filter is not None and not message_filter.is_matched_by_commitlog(msg):
@@ -560,7 +599,16 @@ class DefaultMessageStore:
             count = len(selected_spans)
         else:
             if raw and selected_spans:
-                result.raw, result.raw_count = self._read_spans(selected_spans)
+                result.raw, result.raw_count, corrupt_at = self._read_spans(selected_spans)
+                if corrupt_at is not None:
+                    if not result.raw_count:  # the first record is corrupt: its status, and past its record
+                        bad_phys = selected_spans[corrupt_at][1]
+                        past = corrupt_at
+                        while past < len(selected_spans) and selected_spans[past][1] == bad_phys:
+                            past += 1
+                        after = selected_spans[past][0] if past < len(selected_spans) else next_offset
+                        return GetMessageResult(GetMessageStatus.MESSAGE_CORRUPTED, [], after, min_o, max_o)
+                    result.next_begin_offset = selected_spans[corrupt_at][0]  # the next read gets its status
             count = result.raw_count if raw else len(messages)
         self.stats.got_messages += count
         if count:
@@ -569,11 +617,13 @@ class DefaultMessageStore:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
         return result
 
-    def _read_spans(self, spans: list[tuple[int, int, int]]) -> tuple[bytes, int]:
-        """The records of ``spans`` end to end (see ``read_records``), and how many; stops at the first gone."""
-        parts, gone = self.read_records(spans)
-        if gone:
-            n = gone[0]
+    def _read_spans(self, spans: list[tuple[int, int, int]]) -> tuple[bytes, int, int | None]:
+        """The records of ``spans`` end to end (see ``read_records``) and how many, stopping at the first one gone
+        or corrupt; and the index of that span when it is a corrupt record."""
+        parts, gone, corrupt = self.read_records(spans)
+        corrupt_at = corrupt[0] if corrupt and (not gone or corrupt[0] < gone[0]) else None
+        if gone or corrupt:
+            n = min(gone[:1] + corrupt[:1])
             kept = 0
             out: list[bytes] = []
             for part_spans, part in parts:
@@ -581,19 +631,24 @@ class DefaultMessageStore:
                     break
                 out.append(part)
                 kept += part_spans
-            return b"".join(out), kept
+            return b"".join(out), kept, corrupt_at
         if len(parts) == 1:
-            return parts[0][1], len(spans)
-        return b"".join(part for _, part in parts), len(spans)
+            return parts[0][1], len(spans), None
+        return b"".join(part for _, part in parts), len(spans), None
 
-    def read_records(self, spans: Sequence[tuple[int, int, int]]) -> tuple[list[tuple[int, bytes]], list[int]]:
+    def read_records(
+        self, spans: Sequence[tuple[int, int, int]]
+    ) -> tuple[list[tuple[int, bytes]], list[int], list[int]]:
         """The stored records of ``spans`` (queue offset, commitlog offset, size), in order, as (how many spans,
-        bytes) parts, and the indexes of the spans whose record is gone (retention deleted its segment).
+        bytes) parts; the indexes of the spans whose record is gone (retention deleted its segment); and of those
+        whose record fails its CRC (reported, never served).
 
-        A run of records adjacent in the CommitLog is one slice of the segment. A message of an inner batch comes
-        as a record of its own (``codec.unwrap_raw``), so readers never see a batch whole."""
+        A run of records adjacent in the CommitLog is one slice of the segment, checked once per process. A
+        message of an inner batch comes as a record of its own (``codec.unwrap_raw``), so readers never see a
+        batch whole."""
         parts: list[tuple[int, bytes]] = []
         gone: list[int] = []
+        corrupt: list[int] = []
         read_raw = self.commitlog.read_raw
         physs = [s[1] for s in spans]
         i, n = 0, len(spans)
@@ -602,6 +657,8 @@ class DefaultMessageStore:
             end, j, prev = start + spans[i][2], i + 1, start
             while j < n:
                 phys = physs[j]
+                if spans[j][2] <= 0:  # an offset recovery lost (a hole, size 0): a run of its own, read as corrupt
+                    break
                 if phys == end:
                     end += spans[j][2]
                 elif phys != prev:  # not adjacent, nor the next message of the same inner batch
@@ -609,15 +666,21 @@ class DefaultMessageStore:
                 prev = phys
                 j += 1
             chunk = read_raw(start, end - start)
+            if chunk is not None and not self._run_ok(chunk, start, end, spans, i, j):
+                chunk = None  # a corrupt record in the run: record by record, so the good ones are served
             if chunk is None:  # gone, or the run crosses a segment end: record by record, each record read once
                 record: bytes | None = None
                 record_phys = -1
+                record_ok = False
                 for k in range(i, j):
                     queue_offset, phys, size = spans[k]
                     if phys != record_phys:
                         record, record_phys = read_raw(phys, size), phys
+                        record_ok = record is not None and self._record_ok(phys, size, record)
                     if record is None:
                         gone.append(k)
+                    elif not record_ok:
+                        corrupt.append(k)
                     else:
                         parts.append((1, self._unwrapped_raw(queue_offset, phys, record)))
                 i = j
@@ -639,7 +702,29 @@ class DefaultMessageStore:
                     )
                     k = m
             i = j
-        return parts, gone
+        return parts, gone, corrupt
+
+    def _record_ok(self, phys: int, size: int, record: bytes) -> bool:
+        try:
+            self.commitlog.check(phys, size, record, 0)
+        except CorruptRecordError:
+            return False
+        return True
+
+    def _run_ok(
+        self, chunk: bytes, start: int, end: int, spans: Sequence[tuple[int, int, int]], i: int, j: int
+    ) -> bool:
+        """Whether every record of the run ``spans[i:j]`` (``chunk`` = CommitLog ``[start, end)``) is good."""
+        verified = self.commitlog.verified
+        if end > start and verified.covers(start, end):
+            return True
+        last = -1
+        for _, phys, size in spans[i:j]:
+            if phys != last and (size <= 0 or not record_crc_ok(chunk, phys - start, size)):
+                return False
+            last = phys
+        verified.add(start, end)
+        return True
 
     def _unwrapped_raw(self, queue_offset: int, phys: int, record: bytes) -> bytes:
         """``record`` itself, or for an inner batch its message at ``queue_offset`` as a record of its own. The
@@ -662,7 +747,8 @@ class DefaultMessageStore:
 
     def read_message(self, phys: int, size: int | None, queue_offset: int | None = None) -> MessageExt | None:
         """The message at ``phys``; for an inner-batch record, its message at ``queue_offset`` (None when gone,
-        or when no queue offset says which message of the batch is meant)."""
+        or when no queue offset says which message of the batch is meant). Raises ``CorruptRecordError`` when
+        the record fails its CRC."""
         cached = self._inner_cache
         if cached is not None and cached[0] == phys and phys >= self.commitlog.min_offset:
             messages = cached[1]
@@ -708,8 +794,12 @@ class DefaultMessageStore:
     def look_message_by_offset(
         self, commitlog_offset: int, size: int | None = None, queue_offset: int | None = None
     ) -> MessageExt | None:
-        """The message stored at ``commitlog_offset``; a message of an inner batch also needs its ``queue_offset``."""
-        return self.read_message(commitlog_offset, size, queue_offset)
+        """The message stored at ``commitlog_offset``; a message of an inner batch also needs its ``queue_offset``.
+        None when gone or corrupt (a corrupt record is reported when found)."""
+        try:
+            return self.read_message(commitlog_offset, size, queue_offset)
+        except CorruptRecordError:
+            return None
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get((topic, queue_id))
@@ -771,6 +861,11 @@ class DefaultMessageStore:
                 cq.destroy()
             for t in topics:
                 shutil.rmtree(self.config.consumequeue_dir / t, ignore_errors=True)
+
+    @property
+    def corrupt_records(self) -> int:
+        """Records found failing their CRC since start (read paths and recovery): reported, never served."""
+        return self.commitlog.quarantine.count
 
     def get_max_phy_offset(self) -> int:
         return self.commitlog.max_offset

@@ -114,6 +114,8 @@ class GetMessageStatus(Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    # the record at the requested offset fails its CRC: never served; ``next_begin_offset`` is past it
+    MESSAGE_CORRUPTED = "MESSAGE_CORRUPTED"
 
 
 @dataclass

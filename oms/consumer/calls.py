@@ -404,6 +404,9 @@ class ConsumerCalls:
         code = int(response.status.code)
         if code in (Code.OK, Code.MESSAGE_NOT_FOUND):
             return response
+        if code == Code.MESSAGE_CORRUPTED:  # the broker skips a record that fails its CRC: pull on past it
+            log.warning("%s: %s", what, response.status.message)
+            return response
         if code == 0:
             raise exception_for(Code.INTERNAL_ERROR, f"{what}: the response carries no status")
         raise PullBatchError(code, f"{what}: {response.status.message}", response)

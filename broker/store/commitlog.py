@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from broker.store import codec
 from broker.store.codec import RecordInfo, ScanStatus
-from broker.store.config import MessageStoreConfig
+from broker.store.config import CLEAN_START_CHECK_BYTES, MessageStoreConfig
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.message import MessageExt
 from broker.store.verify import CorruptRecordError, Quarantine, VerifiedRanges, record_crc_ok
@@ -148,17 +148,29 @@ class CommitLog:
                 yield RecordInfo(info.status, 0, physical_offset=offset)
                 return
             else:  # damaged, or zeros with records after them (bytes overwritten): look for the next record
-                resume = self._next_valid(offset)
+                resume = self.next_valid(offset)
                 yield RecordInfo(ScanStatus.CORRUPT, 0, physical_offset=offset, resume_at=resume)
                 if resume < 0:
                     return
                 offset = resume
 
     def _valid_after(self, mf: MappedFile, pos: int) -> bool:
-        """Whether zeros at ``pos`` of ``mf`` hide later records (an overwritten stretch, not the end of data)."""
-        return self._next_valid(mf.start_offset + pos) >= 0
+        """Whether zeros at ``pos`` of ``mf`` hide later records (an overwritten stretch, not the end of data).
 
-    def _next_valid(self, offset: int) -> int:
+        Looked for within ``CLEAN_START_CHECK_BYTES`` and at the next segment's start: the end of data is
+        followed by zeros up to the segment end, and reading a whole empty 1 GiB segment would slow every start.
+        """
+        magic = MESSAGE_MAGIC_CODE.to_bytes(4, "big")
+        limit = min(mf.size, pos + CLEAN_START_CHECK_BYTES)
+        found = mf.mm.find(magic, pos + 5, limit)
+        while found >= 0:
+            if codec.check_record(mf.view, found - 4, mf.size).status is ScanStatus.OK:
+                return True
+            found = mf.mm.find(magic, found + 1, limit)
+        after = self.files.find(mf.end_offset)
+        return after is not None and codec.check_record(after.view, 0, after.size).status is ScanStatus.OK
+
+    def next_valid(self, offset: int) -> int:
         """The CommitLog offset of the first valid record (or blank marker) after ``offset``, -1 if none."""
         magic = MESSAGE_MAGIC_CODE.to_bytes(4, "big")
         mf = self.files.find(offset)

@@ -12,6 +12,9 @@ from pathlib import Path
 from orbitmq.limits import GIB, MAX_MESSAGE_BODY_SIZE
 
 CQ_UNIT_SIZE = 20
+# A clean start rechecks at most this much of the log's tail (RocketMQ rechecks its last files): bounded so the
+# start stays fast with 1 GiB segments of small records.
+CLEAN_START_CHECK_BYTES = 4 * 1024 * 1024
 
 
 class FlushDiskType(StrEnum):

@@ -23,7 +23,7 @@ from broker.store import codec
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.codec import ScanStatus
 from broker.store.commitlog import CommitLog
-from broker.store.config import CQ_UNIT_SIZE, MessageStoreConfig
+from broker.store.config import CLEAN_START_CHECK_BYTES, CQ_UNIT_SIZE, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.consume_queue_ext import ConsumeQueueExt
 from broker.store.flush import GroupCommitService, PutCaller, answer, flush_service
@@ -152,11 +152,18 @@ class DefaultMessageStore:
                     self.queues[(topic_dir.name, int(qdir.name))] = cq
 
     def _damaged_tail(self, end: int) -> int | None:
-        """After a clean stop: where the last segment's records up to ``end`` stop verifying (RocketMQ's normal
-        recovery rechecks the last files), or None when all of them pass."""
+        """After a clean stop: where the log's last records up to ``end`` (the last segment, at most
+        ``CLEAN_START_CHECK_BYTES`` of it) stop verifying (RocketMQ's normal recovery rechecks the last files), or
+        None when all of them pass."""
         if end <= self.commitlog.min_offset:
             return None
-        for info in self.commitlog.scan(self.commitlog.files.segment_start(end - 1)):
+        start = max(self.commitlog.files.segment_start(end - 1), self.commitlog.min_offset)
+        if end - start > CLEAN_START_CHECK_BYTES:  # from the first record of the window's
+            window = end - CLEAN_START_CHECK_BYTES
+            start = self.commitlog.next_valid(window - 1)
+            if not window <= start < end:
+                return window  # no record where records must be: damaged
+        for info in self.commitlog.scan(start):
             if info.status is not ScanStatus.OK:
                 return info.physical_offset if info.physical_offset < end or info.resume_at >= 0 else None
         return None

@@ -24,6 +24,7 @@ from broker.grpc.pop_batch import PopServicer
 from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
+from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
 from broker.pop.service import PopService
@@ -117,12 +118,23 @@ class BrokerController:
             filters=filters,
         )
         self.ctx = ctx
-        ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
-        await ctx.timer.start()
-        ctx.transactions = TransactionService(
-            store, telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
+        ctx.ha = Replication(
+            cfg,
+            store,
+            topics,
+            groups,
+            offsets,
+            root / "config",
+            lambda: ctx.registrar.ha_server_addr if ctx.registrar else "",
         )
-        await ctx.transactions.start()
+        await ctx.ha.start()
+        if not cfg.is_slave:  # a slave stores nothing of its own: delays and transaction checks run on the master
+            ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
+            await ctx.timer.start()
+            ctx.transactions = TransactionService(
+                store, telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
+            )
+            await ctx.transactions.start()
         await telemetry.start()
         self.pop = PopService(ctx, self.settings.pop)
         await self.pop.start()
@@ -157,6 +169,7 @@ class BrokerController:
                 cfg.registerBrokerIntervalMs / 1000,
                 auto_create_topic_enable=cfg.autoCreateTopicEnable,
                 default_topic_queue_nums=cfg.defaultTopicQueueNums,
+                ha_addr=ctx.ha.ha_addr,
             )
             ctx.registrar = registrar
             accepted = await registrar.start()
@@ -249,6 +262,8 @@ class BrokerController:
         if self.pop is not None:
             await self.pop.shutdown()
         await ctx.telemetry.stop()
+        if ctx.ha is not None:
+            await ctx.ha.shutdown()
         if ctx.timer is not None:
             await ctx.timer.shutdown()
         if ctx.transactions is not None:

@@ -64,7 +64,8 @@ class BrokerConfig:
     gcThresholds: str = ""  # "gen0,gen1,gen2" for gc.set_threshold; empty keeps Python's defaults (700,10,10)
     # Replication (docs/ha.md); a SYNC_MASTER's send waits up to the store's syncFlushTimeout for a slave
     brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
-    haListenPort: int = 10912  # master: where slaves connect (0 = any free port, for tests)
+    # master: where slaves connect; 0 = a free port, which slaves learn from the name servers (RocketMQ: listenPort+1)
+    haListenPort: int = 0
     haMasterAddress: str = ""  # slave: the master's host:haListenPort; empty = learned from the name servers
     haSendHeartbeatInterval: int = 5_000  # ms between offset reports / empty frames when idle
     haHousekeepingInterval: int = 20_000  # ms without a frame before a replication connection is dropped

@@ -70,6 +70,7 @@ class SlaveSynchronize:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.synced = 0  # successful rounds
+        self._failing = False  # log a failure once per outage, not every retry
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -88,8 +89,13 @@ class SlaveSynchronize:
         try:
             payload = await fetch_metadata(addr, self.timeout_s)
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError, ProtocolError) as exc:
-            log.info("slave synchronize failed; keeping the last copy", master=addr, error=repr(exc))
+            if not self._failing:
+                log.info("slave synchronize failed; keeping the last copy", master=addr, error=repr(exc))
+            self._failing = True
             return False
+        if self._failing:
+            log.info("slave synchronize resumed", master=addr)
+        self._failing = False
         for target in self.targets:
             table = payload.get(target.key)
             if isinstance(table, dict):

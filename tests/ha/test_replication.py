@@ -167,3 +167,18 @@ def test_sync_master_killed_with_its_store_deleted_loses_no_acknowledged_message
         assert not missing, f"round {round_no}: {len(missing)} of {len(acked)} acknowledged messages lost"
         assert all(survivors[i] == body for i, body in acked.items())
         group.slave.stop()
+
+
+@pytest.mark.timeout(120)
+def test_sync_master_answers_slave_timeout_while_its_slave_is_frozen(broker_factory):
+    group = start_group(broker_factory, None, "ha-frozen", role="SYNC_MASTER", options={"syncFlushTimeout": "800"})
+    assert send_batch(group.master.addr, "HaFrozen", [b"before"])[0] == OK
+    os.kill(group.slave.process.pid, signal.SIGSTOP)
+    try:
+        code, _, why = send_batch(group.master.addr, "HaFrozen", [b"frozen"])
+        assert code == Code.SLAVE_PERSISTENCE_TIMEOUT and "syncFlushTimeout 800 ms" in why, why
+    finally:
+        os.kill(group.slave.process.pid, signal.SIGCONT)
+    # the slave catches up from where it stopped and the master answers OK again
+    wait_until(lambda: send_batch(group.master.addr, "HaFrozen", [b"after"])[0] == OK, timeout=30)
+    wait_until(lambda: set(read_all(group.slave.addr, "HaFrozen").values()) >= {b"before", b"frozen", b"after"})

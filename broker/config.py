@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from broker.pop.config import PopConfig
@@ -18,6 +19,14 @@ from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
 from orbitmq.net import EVERY_INTERFACE
 from orbitmq.tls import TlsConfig
+
+
+class BrokerRole(StrEnum):
+    """RocketMQ's ``brokerRole``: a SYNC_MASTER answers a send once a slave has it; a SLAVE refuses writes."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
 
 
 @dataclass
@@ -60,6 +69,16 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     # Python runtime (docs/broker.md, "Latency and the Python runtime")
     gcFreezeAfterStartup: bool = True  # gc.freeze() once started: gen-2 collections skip the startup heap
     gcThresholds: str = ""  # "gen0,gen1,gen2" for gc.set_threshold; empty keeps Python's defaults (700,10,10)
+    # Replication (docs/ha.md); a SYNC_MASTER's send waits up to the store's syncFlushTimeout for a slave
+    brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
+    # master: where slaves connect; 0 = a free port, which slaves learn from the name servers (RocketMQ: listenPort+1)
+    haListenPort: int = 0
+    haMasterAddress: str = ""  # slave: the master's host:haListenPort; empty = learned from the name servers
+    haSendHeartbeatInterval: int = 5_000  # ms between offset reports / empty frames when idle
+    haHousekeepingInterval: int = 20_000  # ms without a frame before a replication connection is dropped
+    haTransferBatchSize: int = 256 * 1024  # most bytes the master sends a slave in one frame
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024  # a SYNC_MASTER answers SLAVE_NOT_AVAILABLE past this lag
+    slaveSyncIntervalMs: int = 10_000  # ms between a slave's copies of the master's topics, groups and offsets
 
     def gc_thresholds(self) -> tuple[int, int, int] | None:
         """``gcThresholds`` parsed, None when unset; three non-negative integers (gen0 > 0) or ConfigError."""
@@ -70,6 +89,19 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
         if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[0]) == 0:
             raise ConfigError(f"gcThresholds {self.gcThresholds!r} is not 'gen0,gen1,gen2' (integers, gen0 > 0)")
         return int(parts[0]), int(parts[1]), int(parts[2])
+
+    def validate_ha(self) -> None:
+        """brokerId 0 is the master, any other id a slave, as in RocketMQ."""
+        if self.brokerId < 0:
+            raise ConfigError(f"brokerId must be >= 0, got {self.brokerId}")
+        if (self.brokerRole is BrokerRole.SLAVE) != (self.brokerId != 0):
+            raise ConfigError(
+                f"brokerRole {self.brokerRole.value} does not match brokerId {self.brokerId} (0 = master, > 0 = SLAVE)"
+            )
+
+    @property
+    def is_slave(self) -> bool:
+        return self.brokerRole is BrokerRole.SLAVE
 
     def disabled_plugins(self) -> list[str]:
         return [p.strip() for p in self.pluginsDisabled.split(",") if p.strip()]
@@ -106,6 +138,7 @@ def load_broker_settings(
     broker = build_config(BrokerConfig, values)
     store = build_config(MessageStoreConfig, values)
     pop = build_config(PopConfig, values)
+    broker.validate_ha()
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
     broker.validate_tls()

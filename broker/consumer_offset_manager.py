@@ -40,6 +40,11 @@ class ConsumerOffsetManager:
             self._dirty = False
         write_json_atomic(self._path, data)
 
+    def table(self) -> dict[str, dict[str, int]]:
+        """A copy in the persisted form (``topic@group`` -> queue id -> offset), for a slave's SlaveSynchronize."""
+        with self._lock:
+            return {k: {str(q): o for q, o in v.items()} for k, v in self._table.items()}
+
     def persist_if_dirty(self) -> None:
         if self._dirty:
             self.persist()

@@ -21,6 +21,7 @@ from broker.topic_config_manager import TopicConfigManager
 
 if TYPE_CHECKING:
     from broker.consumer_filter_manager import ConsumerFilterManager
+    from broker.ha.replication import Replication
     from broker.plugins import BrokerPlugins
     from broker.registration import BrokerRegistrar
     from broker.store.message_store import DefaultMessageStore
@@ -45,6 +46,7 @@ class BrokerContext:
     registrar: BrokerRegistrar | None = None  # set when name servers are configured
     timer: TimerService | None = None  # delay messages; None = refused
     transactions: TransactionService | None = None  # half messages; None = refused
+    ha: Replication | None = None  # master/slave replication (broker/ha)
 
     def subscription_filter(
         self, group: str, topic: str, expression: definition_pb2.FilterExpression | None

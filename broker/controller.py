@@ -25,6 +25,7 @@ from broker.grpc.pop_batch import PopServicer
 from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
+from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
 from broker.pop.service import PopService
@@ -125,17 +126,28 @@ class BrokerController:
             filters=filters,
         )
         self.ctx = ctx
-        ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
-        await ctx.timer.start()
-        ctx.transactions = TransactionService(
+        ctx.ha = Replication(
+            cfg,
             store,
-            telemetry,
-            cfg.transactionTimeOut,
-            cfg.transactionCheckInterval,
-            cfg.transactionCheckMax,
-            may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
+            topics,
+            groups,
+            offsets,
+            root / "config",
+            lambda: ctx.registrar.ha_server_addr if ctx.registrar else "",
         )
-        await ctx.transactions.start()
+        await ctx.ha.start()
+        if not cfg.is_slave:  # a slave stores nothing of its own: delays and transaction checks run on the master
+            ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
+            await ctx.timer.start()
+            ctx.transactions = TransactionService(
+                store,
+                telemetry,
+                cfg.transactionTimeOut,
+                cfg.transactionCheckInterval,
+                cfg.transactionCheckMax,
+                may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
+            )
+            await ctx.transactions.start()
         await telemetry.start()
         self.pop = PopService(ctx, self.settings.pop)
         await self.pop.start()
@@ -179,6 +191,7 @@ class BrokerController:
                 default_topic_queue_nums=cfg.defaultTopicQueueNums,
                 credentials=ClusterCredentials.parse(cfg.innerClientAuthenticationCredentials),
                 channel_credentials=cfg.channel_credentials(),
+                ha_addr=ctx.ha.ha_addr,
             )
             ctx.registrar = registrar
             accepted = await registrar.start()
@@ -272,6 +285,8 @@ class BrokerController:
         if self.pop is not None:
             await self.pop.shutdown()
         await ctx.telemetry.stop()
+        if ctx.ha is not None:
+            await ctx.ha.shutdown()
         if ctx.timer is not None:
             await ctx.timer.shutdown()
         if ctx.transactions is not None:

@@ -322,6 +322,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 "longPollingWaiting": str(ctx.long_polling.waiting),
                 "timerPending": str(ctx.timer.pending if ctx.timer else 0),
                 "namesrvAddr": ctx.config.namesrvAddr,
+                **(ctx.ha.runtime_info() if ctx.ha is not None else {}),
             }
             return admin_pb2.BrokerRuntimeInfoResponse(status=_ok(), info=info)
 

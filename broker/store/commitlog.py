@@ -16,6 +16,10 @@ from broker.store.verify import CorruptRecordError, Quarantine, VerifiedRanges, 
 from orbitmq.record import MESSAGE_MAGIC_CODE, OFF_STORE_TIMESTAMP
 
 
+class ReplicaError(Exception):
+    """Replicated bytes that do not continue this CommitLog (the connection is reset and resumes from its end)."""
+
+
 class CommitLog:
     def __init__(self, config: MessageStoreConfig) -> None:
         self.config = config
@@ -117,6 +121,49 @@ class CommitLog:
             return bytes(mf.view[pos : pos + length])
         except ValueError:  # retention closed this segment while we were reading it
             return None
+
+    # ------------------------------------------------------------------ replication (broker/ha)
+    def read_replica_chunk(self, offset: int, max_bytes: int) -> tuple[bytes, bool] | None:
+        """Whole records from ``offset`` (a record boundary) for a slave, at most ``max_bytes`` unless the first
+        record alone is larger; ``(marker, True)`` when ``offset`` holds the blank marker that ends its segment.
+
+        None when nothing is written there yet or the segment is gone; ReplicaError when ``offset`` is no record."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = end = offset - mf.start_offset
+        limit = mf.wrote_position
+        try:
+            view = mf.view
+            while end + codec.BLANK.size <= limit:
+                size, magic = codec.BLANK.unpack_from(view, end)
+                if magic == codec.BLANK_MAGIC_CODE:
+                    if end == pos:
+                        return bytes(view[pos : pos + codec.BLANK.size]), True
+                    break
+                if magic != codec.MESSAGE_MAGIC_CODE or size < codec.MIN_RECORD_SIZE:
+                    raise ReplicaError(f"no record at commitlog offset {mf.start_offset + end}")
+                if end + size > limit or (end > pos and end + size - pos > max_bytes):
+                    break
+                end += size
+            return (bytes(view[pos:end]), False) if end > pos else None
+        except ValueError:  # retention closed this segment while we were reading it
+            return None
+
+    def append_replica(self, offset: int, data: bytes, blank: bool) -> None:
+        """Slave: write ``data`` (whole records as the master stored them) at ``offset``, which must be the end.
+
+        ``blank``: ``data`` is the master's end-of-segment marker; the rest of the segment stays zeros, as there."""
+        if self.files.files and offset != self.max_offset:
+            raise ReplicaError(f"replica data at offset {offset}, but the commitlog ends at {self.max_offset}")
+        if not self.files.files and offset % self.files.file_size:
+            raise ReplicaError(f"an empty commitlog starts at a segment boundary, not at {offset}")
+        mf = self.files.get_last_or_create(offset)
+        pos = offset - mf.start_offset
+        if pos + len(data) > mf.size:
+            raise ReplicaError(f"replica data at offset {offset} crosses the segment end {mf.end_offset}")
+        mf.view[pos : pos + len(data)] = data
+        mf.wrote_position = mf.size if blank else pos + len(data)
 
     def store_timestamp(self, phys_offset: int) -> int:
         mf = self.files.find(phys_offset)

@@ -22,7 +22,7 @@ from typing import Any
 from broker.store import codec
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.codec import ScanStatus
-from broker.store.commitlog import CommitLog
+from broker.store.commitlog import CommitLog, ReplicaError
 from broker.store.config import CLEAN_START_CHECK_BYTES, CQ_UNIT_SIZE, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.consume_queue_ext import ConsumeQueueExt
@@ -89,6 +89,10 @@ class DefaultMessageStore:
         self._inner_raw_cache: tuple[int, int, list[bytes]] | None = None  # commitlog offset, base, records
         self._pending_aio: dict[asyncio.AbstractEventLoop, list[_PendingPut]] = {}  # puts of this loop turn
         self._running = False
+        # Replication (broker/ha): a SLAVE refuses puts with this reason; a SYNC_MASTER's gate holds each asyncio
+        # put's answer until a slave has its records.
+        self.write_refusal = ""
+        self.put_gate: Callable[[asyncio.Future[Any]], asyncio.Future[Any]] | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()  # every service thread's loop ends when it is set
         self.flush_service = flush_service(self.commitlog, config, self._stop)
@@ -332,7 +336,7 @@ class DefaultMessageStore:
             pending = self._pending_aio[loop] = []
             loop.call_soon(self._drain_aio, loop)
         pending.append((msgs, raws, future, single))
-        return future
+        return future if self.put_gate is None else self.put_gate(future)
 
     def _drain_aio(self, loop: asyncio.AbstractEventLoop) -> None:
         """Append every put the loop made since the last drain as one batch; each caller gets its share."""
@@ -372,8 +376,8 @@ class DefaultMessageStore:
         """Append, dispatch, then answer the callers now (ASYNC_FLUSH) or once a flush covers the batch.
 
         Asyncio callers (``loop`` given) are answered here only from the loop's own thread."""
-        if not self._running:
-            answer(callers, self._not_running(len(msgs)))
+        if not self._running or self.write_refusal:
+            answer(callers, self._not_running(len(msgs), self.write_refusal))
             return
         host = self.store_host  # the record carries the host that stored it, as the message id does
         index_enabled = self.config.messageIndexEnable
@@ -419,8 +423,50 @@ class DefaultMessageStore:
         group_commit.submit(end_offset, callers, results, loop)
 
     @staticmethod
-    def _not_running(count: int) -> list[PutMessageResult]:
-        return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * count
+    def _not_running(count: int, reason: str = "") -> list[PutMessageResult]:
+        error = reason or "store is not running"
+        return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error=error)] * count
+
+    # ------------------------------------------------------------------ replication (broker/ha)
+    def read_replica_chunk(self, offset: int, max_bytes: int) -> tuple[bytes, bool] | None:
+        """Master: the records a slave needs next (see ``CommitLog.read_replica_chunk``)."""
+        return self.commitlog.read_replica_chunk(offset, max_bytes)
+
+    def append_replica(self, offset: int, data: bytes, blank: bool) -> int:
+        """Slave: store records the master sent, byte for byte, and dispatch them to the ConsumeQueues and the
+        index as the master's own puts were (RocketMQ's reput); returns the new CommitLog end.
+
+        The records are checked (size, magic, CRC) before anything is written: a bad chunk raises ReplicaError."""
+        infos: list[codec.RecordInfo] = []
+        pos = 0
+        while not blank and pos < len(data):
+            info = codec.check_record(data, pos, len(data))
+            if info.status is not ScanStatus.OK or info.physical_offset != offset + pos:
+                raise ReplicaError(f"replicated record at offset {offset + pos} is damaged ({info.status.name})")
+            infos.append(info)
+            pos += info.size
+        arrived: dict[tuple[str, int], int] = {}
+        with self._put_lock:
+            if not self._running:
+                raise ReplicaError("store is not running")
+            self.commitlog.append_replica(offset, data, blank)
+            for info in infos:
+                cq = self._queue(info.topic, info.queue_id)
+                codes = info.inner_tags_codes or (info.tags_code,)
+                for i, code in enumerate(codes):
+                    cq.put(info.queue_offset + i, info.physical_offset, info.size, code)
+                arrived[(info.topic, info.queue_id)] = info.queue_offset + len(codes)
+                self.stats.put_messages += len(codes)
+                if self.config.messageIndexEnable:
+                    self.index.build_index(
+                        info.topic, info.keys, info.unique_key, info.physical_offset, info.store_timestamp
+                    )
+            self.stats.put_bytes += len(data)
+            end = self.commitlog.max_offset
+        for (topic, qid), max_offset in arrived.items():
+            for listener in self._listeners:
+                listener(topic, qid, max_offset)
+        return end
 
     @staticmethod
     def _results(

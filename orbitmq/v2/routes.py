@@ -6,6 +6,7 @@ Masters only (broker id 0), endpoints from the broker's gRPC address with a real
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 
 from rocketmq.grpc_protocol import definition_pb2
@@ -102,14 +103,38 @@ def master_broker(route: TopicRouteData, broker_name: str) -> definition_pb2.Bro
     return definition_pb2.Broker(name=broker_name, id=MASTER_ID, endpoints=endpoints_from_address(addr))
 
 
+def serving_broker(route: TopicRouteData, broker_name: str) -> tuple[definition_pb2.Broker, bool] | None:
+    """The broker group's master, or with the master down its lowest-id slave and True: read-only (a consumer
+    keeps reading from a slave, as RocketMQ's do; producers see no writable queue there).
+
+    Like RocketMQ 5's slaveActingMaster, that slave is shown as the group's acting master (id 0): v2 clients
+    read from master brokers only."""
+    master = master_broker(route, broker_name)
+    if master is not None:
+        return master, False
+    data = route.broker(broker_name)
+    if data is None or not data.broker_addrs:
+        return None
+    endpoints = endpoints_from_address(data.broker_addrs[min(data.broker_addrs)])
+    return definition_pb2.Broker(name=broker_name, id=MASTER_ID, endpoints=endpoints), True
+
+
+def _read_only(data: QueueData) -> QueueData:
+    return dataclasses.replace(data, perm=int(data.perm) & ~PermName.PERM_WRITE)
+
+
 def message_queues(topic: str | definition_pb2.Resource, route: TopicRouteData) -> list[definition_pb2.MessageQueue]:
-    """All master queues of the topic, grouped by broker name (sorted, so the answer is stable)."""
+    """All queues of the topic, grouped by broker name (sorted, so the answer is stable): a master's, or read-only
+    a slave's when its master is down."""
     resource = _topic_resource(topic)
     queues: list[definition_pb2.MessageQueue] = []
     for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        broker = master_broker(route, data.broker_name)
-        if broker is None:
-            continue  # a broker group without a live master serves no client traffic
+        serving = serving_broker(route, data.broker_name)
+        if serving is None:
+            continue  # a broker group with no live process serves no client traffic
+        broker, read_only = serving
+        if read_only:
+            data = _read_only(data)
         accept = accept_message_types(data.message_type)
         for qid, perm in enumerate(_queue_perms(data)):
             queues.append(
@@ -131,9 +156,12 @@ def route_assignments(
     resource = _topic_resource(topic)
     result: list[definition_pb2.Assignment] = []
     for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        broker = master_broker(route, data.broker_name)
-        if broker is None or not PermName.is_readable(data.perm) or data.read_queue_nums <= 0:
+        serving = serving_broker(route, data.broker_name)
+        if serving is None or not PermName.is_readable(data.perm) or data.read_queue_nums <= 0:
             continue
+        broker, read_only = serving
+        if read_only:
+            data = _read_only(data)
         perm = permission(data.perm)
         ids = range(data.read_queue_nums) if fifo else (ANY_QUEUE_ID,)
         for qid in ids:

@@ -1,4 +1,5 @@
-"""v2 MessageQueue building from a TopicRouteData: masters only, schemes, permissions, message types."""
+"""v2 MessageQueue building from a TopicRouteData: masters (a slave read-only when its master is down), schemes,
+permissions, message types."""
 
 from __future__ import annotations
 
@@ -37,9 +38,14 @@ def test_masters_only_rw_queues_with_accept_types() -> None:
     r = route(
         ("b", {0: "127.0.0.1:2", 1: "127.0.0.1:3"}, 2, 2, RW, TopicMessageType.FIFO),
         ("a", {0: "127.0.0.1:1"}, 4, 4, RW, TopicMessageType.NORMAL),
-        ("c", {1: "127.0.0.1:4"}, 4, 4, RW, TopicMessageType.NORMAL),  # no master: not routable
+        ("c", {2: "127.0.0.1:5", 1: "127.0.0.1:4"}, 4, 4, RW, TopicMessageType.NORMAL),  # no master: read-only
     )
     queues = message_queues(d.Resource(name="t", resource_namespace="ns"), r)
+    slave_queues = [q for q in queues if q.broker.name == "c"]
+    # the lowest-id slave, shown as the acting master (v2 clients read from id 0 only)
+    assert [(q.id, q.broker.id, q.permission) for q in slave_queues] == [(i, 0, d.Permission.READ) for i in range(4)]
+    assert slave_queues[0].broker.endpoints.addresses[0].port == 4
+    queues = [q for q in queues if q.broker.name != "c"]
     assert [(q.broker.name, q.id) for q in queues] == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("b", 0), ("b", 1)]
     for q in queues:
         assert q.broker.id == 0
@@ -70,6 +76,14 @@ def test_same_broker_gives_identical_endpoints_every_time() -> None:
     first = message_queues("t", r)[0].broker.endpoints.SerializeToString(deterministic=True)
     again = message_queues("t", r)[1].broker.endpoints.SerializeToString(deterministic=True)
     assert first == again
+
+
+def test_assignments_read_from_a_slave_when_the_master_is_down() -> None:
+    r = route(("a", {1: "127.0.0.1:3"}, 2, 2, RW, TopicMessageType.NORMAL))
+    [only] = route_assignments("t", r, fifo=False)
+    assert only.message_queue.permission == d.Permission.READ
+    assert only.message_queue.broker.endpoints.addresses[0].port == 3
+    assert message_queues("t", route(("a", {}, 2, 2, RW, TopicMessageType.NORMAL))) == []
 
 
 def test_assignments_any_queue_per_broker_or_per_queue_for_fifo() -> None:

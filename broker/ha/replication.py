@@ -1,0 +1,139 @@
+"""The replication part of one broker, chosen by ``brokerRole``: a master's HAService (with the SYNC_MASTER gate on
+the store's puts) or a slave's HAClient and SlaveSynchronize (with the store refusing writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.config import BrokerConfig, BrokerRole
+from broker.consumer_offset_manager import ConsumerOffsetManager
+from broker.ha.master import HAMasterConfig, HAService
+from broker.ha.slave import HAClient, HASlaveConfig
+from broker.ha.sync import SlaveSynchronize, SyncTarget, master_metadata
+from broker.store.message_store import DefaultMessageStore
+from broker.subscription_group_manager import SubscriptionGroupManager
+from broker.topic_config_manager import TopicConfigManager
+from orbitmq.logging import get_logger
+from orbitmq.route import TopicConfig
+
+log = get_logger("broker.ha")
+
+
+def slave_write_refusal(cfg: BrokerConfig) -> str:
+    return (
+        f"broker {cfg.brokerName} id {cfg.brokerId} is a SLAVE (brokerRole=SLAVE) and does not accept writes; "
+        "send to the master of the broker group"
+    )
+
+
+class Replication:
+    def __init__(
+        self,
+        cfg: BrokerConfig,
+        store: DefaultMessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        config_dir: Path,
+        learned_master_addr: Callable[[], str],
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.topics = topics
+        self.master: HAService | None = None
+        self.client: HAClient | None = None
+        self.synchronize: SlaveSynchronize | None = None
+        self._learned_master_addr = learned_master_addr
+        self._tasks: list[asyncio.Task[None]] = []
+        heartbeat = cfg.haSendHeartbeatInterval / 1000
+        housekeeping = cfg.haHousekeepingInterval / 1000
+        if cfg.is_slave:
+            self.client = HAClient(store, HASlaveConfig(heartbeat, housekeeping), self.master_addr)
+            self.synchronize = SlaveSynchronize(
+                self.master_addr,
+                [
+                    SyncTarget("topics", config_dir / "topics.json", topics.load),
+                    SyncTarget("groups", config_dir / "subscriptionGroup.json", groups.load),
+                    SyncTarget("offsets", config_dir / "consumerOffset.json", offsets.load),
+                ],
+                cfg.slaveSyncIntervalMs / 1000,
+                housekeeping,
+            )
+        else:
+            self.master = HAService(
+                store,
+                HAMasterConfig(
+                    host=cfg.brokerIP1,
+                    port=cfg.haListenPort,
+                    transfer_batch_size=cfg.haTransferBatchSize,
+                    heartbeat_interval_s=heartbeat,
+                    housekeeping_interval_s=housekeeping,
+                    sync_timeout_s=store.config.syncFlushTimeout / 1000,
+                    fallbehind_max=cfg.haSlaveFallbehindMax,
+                ),
+                lambda: master_metadata(topics, groups, offsets),
+            )
+
+    def master_addr(self) -> str:
+        """The master's HA address: ``haMasterAddress`` if set, else what the name servers said at registration."""
+        return self.cfg.haMasterAddress.strip() or self._learned_master_addr()
+
+    @property
+    def ha_addr(self) -> str:
+        """This master's ``host:haListenPort`` for the name servers to hand to slaves (empty on a slave)."""
+        return f"{self.cfg.brokerIP1}:{self.master.port}" if self.master is not None else ""
+
+    async def start(self) -> None:
+        if self.master is not None:
+            await self.master.start()
+            if self.cfg.brokerRole is BrokerRole.SYNC_MASTER:
+                self.store.put_gate = self.master.gate
+        else:
+            self.store.write_refusal = slave_write_refusal(self.cfg)
+            self.store.add_arriving_listener(self._learn_topic)
+            assert self.client is not None and self.synchronize is not None
+            self.client.start()
+            self.synchronize.start()
+        self._tasks.append(asyncio.create_task(self._lag_loop(), name="ha-lag"))
+        log.info("replication started", role=self.cfg.brokerRole.value, broker_id=self.cfg.brokerId, ha=self.ha_addr)
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.synchronize is not None:
+            await self.synchronize.shutdown()
+        if self.client is not None:
+            await self.client.shutdown()
+        if self.master is not None:
+            self.store.put_gate = None
+            await self.master.shutdown()
+
+    def _learn_topic(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """A slave serves a topic whose messages it has even before SlaveSynchronize copied its config (the master
+        may die first); the next copy from a live master replaces this guess."""
+        tc = self.topics.get(topic)
+        if tc is None or queue_id >= tc.read_queue_nums:
+            queues = max(queue_id + 1, tc.read_queue_nums if tc else self.cfg.defaultTopicQueueNums)
+            self.topics.create_or_update(TopicConfig(topic, queues, queues))
+
+    def runtime_info(self) -> dict[str, str]:
+        info = {"brokerRole": self.cfg.brokerRole.value}
+        if self.master is not None:
+            info.update(self.master.runtime_info())
+        if self.client is not None:
+            info.update(self.client.runtime_info())
+        return info
+
+    async def _lag_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.statsIntervalMs / 1000)
+            if self.master is not None:
+                self.master.log_lag()
+            elif self.client is not None:
+                log.info("replication", master=self.client.connected_to, lag_bytes=self.client.lag_bytes)

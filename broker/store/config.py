@@ -34,7 +34,8 @@ class MessageStoreConfig:
     syncFlushTimeout: int = 5000  # ms a SYNC_FLUSH writer waits before FLUSH_DISK_TIMEOUT
     fileReservedTime: int = 72  # hours
     deleteWhen: str = "04"  # hours of the day, ';'-separated
-    diskMaxUsedSpaceRatio: int = 75  # percent
+    diskMaxUsedSpaceRatio: int = 75  # percent: above it retention deletes the oldest segments whatever their age
+    diskSpaceWarningLevelRatio: int = 90  # percent: above it writes are refused (reads and acks go on)
     cleanResourceInterval: int = 10_000  # ms between retention checks
     maxMessageSize: int = MAX_MESSAGE_BODY_SIZE
     messageIndexEnable: bool = True

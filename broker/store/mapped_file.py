@@ -5,6 +5,7 @@ Segments are named by their 20-digit start offset; the next one is allocated and
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -22,6 +23,10 @@ def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+class DiskFullError(OSError):
+    """No room for a new segment: writing through its map would crash the process (SIGBUS), so it is not made."""
+
+
 class MappedFile:
     """One segment: a file of ``size`` bytes mapped shared; writes go through the map, flushes use fdatasync."""
 
@@ -31,13 +36,28 @@ class MappedFile:
         self.start_offset = int(path.name)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self.fd).st_size != size:
-            # A new segment, or one truncated by a crash/operator: extend to full size with zeros.
-            os.ftruncate(self.fd, size)
+            # A new segment, or one truncated by a crash/operator: extend to full size with zeros, its blocks
+            # reserved now. A sparse file on a full disk maps fine and kills the process at the first write.
+            self._reserve()
         self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.view = memoryview(self.mm)
         self.wrote_position = 0
         self.flushed_position = 0
         self._closed = False
+
+    def _reserve(self) -> None:
+        try:
+            os.posix_fallocate(self.fd, 0, self.size)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                os.close(self.fd)
+                self.path.unlink(missing_ok=True)
+                raise DiskFullError(
+                    exc.errno, f"no room for a {self.size}-byte segment on the disk of {self.path.parent}"
+                ) from exc
+            # a file system without fallocate (EOPNOTSUPP, EINVAL): the free-space check is the guard there
+            log.warning("segment preallocation unsupported", extra={"path": str(self.path), "error": str(exc)})
+            os.ftruncate(self.fd, self.size)
 
     @property
     def end_offset(self) -> int:
@@ -180,7 +200,11 @@ class MappedFileQueue:
             return
 
         def allocate() -> None:
-            mf = MappedFile(self.dir / segment_name(offset), self.file_size)
+            try:
+                mf = MappedFile(self.dir / segment_name(offset), self.file_size)
+            except DiskFullError as exc:  # no spare: the writer meets the same error when it needs the segment
+                log.warning("next segment not prepared", extra={"error": str(exc)})
+                return
             mf.warm()
             with self._spare_lock:
                 if self._spare is None:

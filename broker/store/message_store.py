@@ -26,9 +26,11 @@ from broker.store.commitlog import CommitLog, ReplicaError
 from broker.store.config import CLEAN_START_CHECK_BYTES, CQ_UNIT_SIZE, MessageStoreConfig
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.consume_queue_ext import ConsumeQueueExt
+from broker.store.disk_guard import DiskGuard
 from broker.store.flush import GroupCommitService, PutCaller, answer, flush_service
 from broker.store.index_dispatch import IndexDispatchService, index_job
 from broker.store.index_file import IndexService
+from broker.store.mapped_file import DiskFullError
 from broker.store.message import INNER_BATCH_FLAG, MessageExt, MessageExtBrokerInner
 from broker.store.results import (
     AppendMessageResult,
@@ -80,6 +82,10 @@ class DefaultMessageStore:
         self.cq_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.cq_ext_bitmap_bytes = 0  # 0: no ConsumeQueue extension (no filter bitmaps)
         self.stats = StoreStats()
+        # room kept besides CommitLog segments: consume queue files are made by appends too
+        self.disk = DiskGuard(
+            config.commitlog_dir, config.diskSpaceWarningLevelRatio, 4 * config.mappedFileSizeConsumeQueue
+        )
         self._put_lock = threading.Lock()
         self._max_record_size = config.mappedFileSizeCommitLog - codec.BLANK.size
         self._listeners: list[ArrivingListener] = []
@@ -222,6 +228,7 @@ class DefaultMessageStore:
         self.commitlog.quarantine.report(error, data)
 
     def start(self) -> None:
+        self.disk.check()
         self.config.abort_path.touch()
         self.commitlog.files.prepare_first()
         self._running = True
@@ -376,8 +383,9 @@ class DefaultMessageStore:
         """Append, dispatch, then answer the callers now (ASYNC_FLUSH) or once a flush covers the batch.
 
         Asyncio callers (``loop`` given) are answered here only from the loop's own thread."""
-        if not self._running or self.write_refusal:
-            answer(callers, self._not_running(len(msgs), self.write_refusal))
+        refusal = self.write_refusal or self.disk.reason
+        if not self._running or refusal:
+            answer(callers, self._not_running(len(msgs), refusal or ""))
             return
         host = self.store_host  # the record carries the host that stored it, as the message id does
         index_enabled = self.config.messageIndexEnable
@@ -393,9 +401,15 @@ class DefaultMessageStore:
             error = self.commitlog.append_batch(batch)
             if error is not None:
                 log.error("commitlog append failed", extra={"error": str(error)})
+                if isinstance(error, DiskFullError):
+                    self.disk.refuse(str(error))
             for key, (first, entries) in batch.cq.items():
                 if entries:
-                    queues[key].put_batch(first, entries)
+                    try:
+                        queues[key].put_batch(first, entries)
+                    except DiskFullError as exc:  # the guard's reserve was not enough: stop writes at once
+                        log.error("consume queue entries not written", extra={"queue": key, "error": str(exc)})
+                        self.disk.refuse(str(exc))
             end_offset = self.commitlog.max_offset
             written = batch.written
             n_written = len(written) - len(batch.refused)
@@ -488,7 +502,12 @@ class DefaultMessageStore:
             else:
                 stored = AppendMessageResult(phys, size, host, now, qo)
                 results.append(PutMessageResult(PutMessageStatus.PUT_OK, stored))
-        lost = PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, error=str(error or "not written"))
+        status = (
+            PutMessageStatus.SERVICE_NOT_AVAILABLE
+            if isinstance(error, DiskFullError)
+            else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+        )
+        lost = PutMessageResult(status, error=str(error or "not written"))
         results.extend([lost] * (len(batch.msgs) - len(results)))
         return results
 
@@ -497,6 +516,7 @@ class DefaultMessageStore:
         interval = self.config.flushIntervalConsumeQueue / 1000
         while not self._stop.wait(interval):
             try:
+                self.disk.check()
                 self._checkpoint()
             except OSError as exc:
                 log.error("checkpoint failed", extra={"error": str(exc)})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oms.mqadmin.cluster.broker_status import BrokerStatusSubCommand
 from oms.mqadmin.cluster.cluster_list import ClusterListSubCommand
 from oms.mqadmin.command import SubCommand
 from oms.mqadmin.group.delete_sub_group import DeleteSubGroupSubCommand
@@ -28,6 +29,7 @@ from oms.mqadmin.topic.update_topic import UpdateTopicSubCommand
 
 COMMANDS: tuple[SubCommand[Any], ...] = (
     ClusterListSubCommand(),
+    BrokerStatusSubCommand(),
     TopicListSubCommand(),
     UpdateTopicSubCommand(),
     DeleteTopicSubCommand(),

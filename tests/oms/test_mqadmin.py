@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -76,6 +77,10 @@ def test_cluster_topic_and_group_commands(cluster):
         ("cli-b", b.addr, True),
     ]
 
+    status = ok("brokerStatus", *n, "-b", a.addr)
+    assert re.search(r"^brokerName\s+: cli-a$", status, re.M) and re.search(r"^corruptRecordTotal\s+: 0$", status, re.M)
+    both = ok_json("brokerStatus", *n, "-c", CLUSTER)
+    assert sorted(both) == sorted([a.addr, b.addr]) and both[b.addr]["brokerName"] == "cli-b"
     out = ok("updateTopic", *n, "-c", CLUSTER, "-t", "CliTopic", "-r", "2", "-w", "2", "-p", "6")
     assert "create topic to cli-a success." in out and "create topic to cli-b success." in out
     # one broker by address, name server from NAMESRV_ADDR, type as RocketMQ 5's attribute

@@ -19,6 +19,7 @@ from orbitmq.errors import Code, MQError
 from orbitmq.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from orbitmq.route import TopicConfig, TopicMessageType
+from orbitmq.topics import is_system_topic
 from orbitmq.validation import validate_group, validate_topic
 
 MAX_QUERY_MESSAGES = 64
@@ -123,6 +124,8 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def DeleteTopic(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:
             access.check_admin(self.ctx.plugins, context, "DeleteTopic", self.ctx.broker_name)
+            if is_system_topic(request.topic):  # TBW102 gone silently disabled auto-creation
+                raise MQError(Code.ILLEGAL_TOPIC, f"topic {request.topic!r} is a system topic: it cannot be deleted")
             self._topic(request.topic)
             self.ctx.topics.delete(request.topic)
             self.ctx.offsets.remove_topic(request.topic)

@@ -89,3 +89,14 @@ def test_admin_service(broker):
             admin.DeleteGroup(admin_pb2.DeleteGroupRequest(group="AdmG"), timeout=10).status.code
             == definition_pb2.Code.CONSUMER_GROUP_NOT_FOUND
         )
+
+
+@pytest.mark.timeout(60)
+def test_system_topics_cannot_be_deleted(broker):
+    with grpc.insecure_channel(broker.addr) as ch:
+        admin = admin_pb2_grpc.AdminStub(ch)
+        for topic in ("TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_REVIVE_LOG"):
+            refused = admin.DeleteTopic(admin_pb2.DeleteTopicRequest(topic=topic), timeout=10).status
+            assert refused.code == definition_pb2.Code.ILLEGAL_TOPIC and "system topic" in refused.message, topic
+    with raw_client(broker.addr) as c:  # TBW102 still there: topics are still created on first send
+        assert c.send(message("AutoAfterRefusedDelete", b"x")).status.code == definition_pb2.Code.OK

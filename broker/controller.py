@@ -37,6 +37,7 @@ from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
 from orbitmq import tls
 from orbitmq.cluster_auth import ClusterCredentials
+from orbitmq.grpc_guard import guarded_server
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
@@ -152,7 +153,7 @@ class BrokerController:
         self.pop = PopService(ctx, self.settings.pop)
         await self.pop.start()
 
-        server = grpc.aio.server(options=GRPC_OPTIONS)
+        server = guarded_server(grpc.aio.server(options=GRPC_OPTIONS))
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
         consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)

@@ -17,6 +17,7 @@ from namesrv.kv_config import KVConfigManager
 from namesrv.route_info import RouteInfoManager
 from namesrv.v2_service import NamesrvMessagingService
 from orbitmq import limits, tls
+from orbitmq.grpc_guard import guarded_server
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
@@ -68,7 +69,7 @@ class NameServer:
         return f"{host}:{self.port}"
 
     async def start(self) -> int:
-        server = grpc.aio.server(options=GRPC_OPTIONS)
+        server = guarded_server(grpc.aio.server(options=GRPC_OPTIONS))
         pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv, self.credentials), server)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
             NamesrvMessagingService(

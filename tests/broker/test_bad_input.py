@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
@@ -101,3 +102,45 @@ def test_message_type_must_match_topic(broker):
         offsets = [c.send(message("FifoT", f"{i}".encode(), group="order-1")) for i in range(5)]
         assert all(r.status.code == C.OK for r in offsets)
         assert [r.entries[0].offset for r in offsets] == [0, 1, 2, 3, 4]
+
+
+GARBAGE = b"\xff\xff\xff not protobuf"
+BROKER_METHODS = [
+    ("unary", "/apache.rocketmq.v2.MessagingService/SendMessage", "apache.rocketmq.v2.SendMessageRequest"),
+    ("unary", "/apache.rocketmq.v2.MessagingService/QueryRoute", "apache.rocketmq.v2.QueryRouteRequest"),
+    ("server_stream", "/apache.rocketmq.v2.MessagingService/ReceiveMessage", "ReceiveMessageRequest"),
+    ("bidi", "/apache.rocketmq.v2.MessagingService/Telemetry", "apache.rocketmq.v2.TelemetryCommand"),
+    ("unary", "/orbitmq.produce.Produce/SendBatch", "orbitmq.produce.SendBatchRequest"),
+    ("unary", "/orbitmq.consume.Consume/PullBatch", "orbitmq.consume.PullBatchRequest"),
+    ("unary", "/orbitmq.admin.Admin/DeleteTopic", "orbitmq.admin.DeleteTopicRequest"),
+]
+
+
+def _call_garbage(channel: grpc.Channel, kind: str, method: str) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        if kind == "unary":
+            channel.unary_unary(method)(GARBAGE, timeout=10)
+        elif kind == "server_stream":
+            list(channel.unary_stream(method)(GARBAGE, timeout=10))
+        else:
+            list(channel.stream_stream(method)(iter([GARBAGE]), timeout=10, metadata=[("x-mq-client-id", "c1")]))
+    return info.value
+
+
+@pytest.mark.timeout(60)
+def test_undecodable_requests_get_invalid_argument_naming_the_method(broker_factory):
+    ns = broker_factory.namesrv()
+    broker = broker_factory.broker(ns)
+    for addr, methods in (
+        (broker.addr, BROKER_METHODS),
+        (ns.addr, [*BROKER_METHODS[:2], ("unary", "/orbitmq.namesrv.NameServer/RegisterBroker", "RegisterBroker")]),
+    ):
+        with grpc.insecure_channel(addr) as channel:
+            for kind, method, expected in methods:
+                error = _call_garbage(channel, kind, method)
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, error.code(), error.details())
+                details = error.details() or ""
+                assert method in details and expected in details and "invalid protobuf" in details, details
+                assert "Error" not in details and "class" not in details, details  # no Python internals
+    with raw_client(broker.addr) as c:  # the server and other calls are unaffected
+        assert c.send(message("AfterGarbage", b"ok")).status.code == C.OK

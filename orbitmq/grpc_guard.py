@@ -1,0 +1,133 @@
+"""Request bytes that do not decode get a protocol answer (INVALID_ARGUMENT naming the method and the message type)
+instead of gRPC's UNKNOWN carrying a Python exception; one wrapper for every service a server registers.
+
+``guarded_server(grpc.aio.server(...))`` is used by the broker and the name server.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """What a request that failed to decode becomes; the handler answers it, the servicer never sees it."""
+
+    method: str
+    expected: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.method}: the request is not a valid {self.expected} (invalid protobuf bytes)"
+
+
+def _safe_deserializer(method: str, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+    owner = getattr(deserializer, "__self__", None)
+    expected = getattr(getattr(owner, "DESCRIPTOR", None), "full_name", "request message")
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except (DecodeError, ValueError, TypeError):  # TypeError/ValueError: bytes protobuf refuses outright
+            return Undecodable(method, expected)
+
+    return deserialize
+
+
+async def _refuse(context: grpc.aio.ServicerContext, bad: Undecodable) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
+
+
+async def _checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async for request in requests:
+        if isinstance(request, Undecodable):
+            await _refuse(context, request)
+        yield request
+
+
+def _wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler`` with a deserializer that cannot raise and a behaviour that answers what did not decode."""
+    fields: dict[str, Any] = {
+        "request_deserializer": _safe_deserializer(method, handler.request_deserializer),
+    }
+    if handler.unary_unary is not None:
+        inner_uu = handler.unary_unary
+
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if isinstance(request, Undecodable):
+                await _refuse(context, request)
+            return await inner_uu(request, context)
+
+        fields["unary_unary"] = unary_unary
+    elif handler.unary_stream is not None:
+        inner_us = handler.unary_stream
+
+        async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            if isinstance(request, Undecodable):
+                await _refuse(context, request)
+            async for item in inner_us(request, context):
+                yield item
+
+        fields["unary_stream"] = unary_stream
+    elif handler.stream_unary is not None:
+        inner_su = handler.stream_unary
+
+        async def stream_unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            return await inner_su(_checked(requests, context), context)
+
+        fields["stream_unary"] = stream_unary
+    elif handler.stream_stream is not None:
+        inner_ss = handler.stream_stream
+        if inspect.isasyncgenfunction(inner_ss):
+
+            async def stream_stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+                async for item in inner_ss(_checked(requests, context), context):
+                    yield item
+
+            fields["stream_stream"] = stream_stream
+        else:
+
+            async def stream_stream_co(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+                return await inner_ss(_checked(requests, context), context)
+
+            fields["stream_stream"] = stream_stream_co
+    return handler._replace(**fields)
+
+
+class _GuardedGenericHandler(grpc.GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler) -> None:
+        self._inner = inner
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = self._inner.service(handler_call_details)
+        return None if handler is None else _wrap(handler_call_details.method, handler)
+
+
+class GuardedServer:
+    """A ``grpc.aio.Server`` whose registered services answer undecodable requests; everything else passes."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(tuple(_GuardedGenericHandler(h) for h in handlers))
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        wrapped = {name: _wrap(f"/{service}/{name}", h) for name, h in handlers.items()}
+        self._server.add_registered_method_handlers(service, wrapped)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
+def guarded_server(server: grpc.aio.Server) -> Any:
+    """``server`` with every service added through it guarded (typed Any: it stands in for the server)."""
+    return GuardedServer(server)

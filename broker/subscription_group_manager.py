@@ -13,6 +13,7 @@ from typing import Any
 from broker.json_file import read_json, write_json_atomic
 from orbitmq.errors import Code, MQError
 from orbitmq.limits import DEFAULT_CONSUMER_RETRY_MAX_TIMES
+from orbitmq.validation import validate_group
 
 
 @dataclass
@@ -86,6 +87,7 @@ class SubscriptionGroupManager:
             return existing
         if not self.auto_create:
             raise MQError(Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group!r} does not exist")
+        validate_group(group, allow_system=True)  # whatever path asked: nothing malformed is ever stored
         return self.create_or_update(SubscriptionGroupConfig(group))
 
     def create_or_update(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:

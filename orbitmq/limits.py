@@ -39,6 +39,8 @@ CLIENT_EXPIRED_SECONDS = 120.0
 # Broker defaults (RocketMQ BrokerConfig / proxy defaults).
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 MAX_DELAY_TIME_MS = 24 * 3600 * 1000
+# the longest orphaned_transaction_recovery_duration a producer may ask for (the Java proxy's one hour)
+MAX_TRANSACTION_RECOVERY_S = 3600
 MAX_SEND_BATCH_MESSAGES = 1024
 MAX_PULL_BATCH_SIZE = 1024
 MAX_LONG_POLLING_MS = 20_000

@@ -20,7 +20,7 @@ from broker.transaction_service import to_half
 from orbitmq import message_const as mc
 from orbitmq.delay import client_delay_level, parse_delay_levels
 from orbitmq.errors import Code, MQError
-from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES, MAX_TRANSACTION_RECOVERY_S
 from orbitmq.route import PermName, TopicConfig, TopicMessageType
 from orbitmq.v2.status import ok_status, status, status_from_error
 from orbitmq.validation import (
@@ -82,6 +82,13 @@ def validate_v2_message(
                 f"delivery_timestamp.seconds={ts.seconds} is not a valid timestamp (seconds since the epoch expected)",
             )
         validate_delivery_timestamp(timestamp_to_ms(ts), now_ms, max_delay_ms)
+    if sp.HasField("orphaned_transaction_recovery_duration"):
+        d = sp.orphaned_transaction_recovery_duration
+        if d.seconds < 0 or d.nanos < 0 or d.seconds > MAX_TRANSACTION_RECOVERY_S:
+            limit = MAX_TRANSACTION_RECOVERY_S
+            raise MQError(
+                Code.BAD_REQUEST, f"orphaned_transaction_recovery_duration is {d.seconds}s, the limit is {limit}s"
+            )
 
 
 class SendService:

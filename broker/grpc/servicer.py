@@ -73,9 +73,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             if request.client_type in CONSUMER_TYPES:
                 validate_group(group)
                 access.check(self.ctx.plugins, context, "Heartbeat", access.group(group))
-            else:
+            else:  # a producer's group names no subscription group: nothing is created for it
                 access.check(self.ctx.plugins, context, "Heartbeat")
-                self.ctx.groups.get_or_auto_create(group)
+                if group:
+                    validate_group(group)
             self.ctx.telemetry.touch(client_id, group, request.client_type, meta)
             return service_pb2.HeartbeatResponse(status=ok_status())
 

@@ -14,8 +14,9 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from orbitmq import limits
 from orbitmq.delay import DEFAULT_DELAY_LEVELS_MS
-from orbitmq.errors import MQError
+from orbitmq.errors import Code, MQError
 from orbitmq.v2.status import ok_status
+from orbitmq.validation import validate_group, validate_topic
 
 CONSUMER_TYPES = frozenset(
     {
@@ -73,6 +74,20 @@ def consumer_backoff(policy: SettingsPolicy, group: str) -> definition_pb2.Retry
             next=[_duration_ms(ms) for ms in policy.consumer_backoff_ms]
         ),
     )
+
+
+def validate_settings(settings: definition_pb2.Settings) -> None:
+    """What the Java proxy checks of a client's declared settings; BAD_REQUEST-class ``MQError`` naming the field."""
+    declared = settings.WhichOneof("pub_sub")
+    if declared is None:
+        raise MQError(Code.BAD_REQUEST, "settings: there is no publishing or subscription data in settings")
+    if declared == "publishing":
+        for topic in settings.publishing.topics:
+            validate_topic(topic.name)
+        return
+    validate_group(settings.subscription.group.name)
+    for entry in settings.subscription.subscriptions:
+        validate_topic(entry.topic.name, allow_system=True)  # %RETRY% topics are subscribed by push consumers
 
 
 def build_settings(client: definition_pb2.Settings, policy: SettingsPolicy) -> definition_pb2.Settings:

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import grpc
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from orbitmq import limits
 from orbitmq.errors import MQError
 from orbitmq.logging import get_logger
 from orbitmq.v2.metadata import ClientMeta, client_meta
-from orbitmq.v2.settings import SettingsPolicy, settings_reply
+from orbitmq.v2.settings import SettingsPolicy, settings_reply, validate_settings
 from orbitmq.v2.status import internal_error_status, status_from_error
 
 log = get_logger("v2.telemetry")
@@ -48,7 +49,7 @@ class ClientInfo:
     meta: ClientMeta | None = None
     last_seen: float = 0.0
     streams: int = 0  # open Telemetry streams of this client
-    queue: asyncio.Queue[service_pb2.TelemetryCommand | None] | None = field(default=None, repr=False)
+    queue: asyncio.Queue[service_pb2.TelemetryCommand | StreamRefusal | None] | None = field(default=None, repr=False)
 
     @property
     def is_producer(self) -> bool:
@@ -63,6 +64,13 @@ ClientListener = Callable[[ClientEvent, ClientInfo], None]
 # Raises MQError (FORBIDDEN/UNAUTHORIZED) when the caller of a stream may not declare these settings.
 SettingsGuard = Callable[[ClientMeta, definition_pb2.Settings], None]
 CommandListener = Callable[[ClientInfo, service_pb2.TelemetryCommand], None]
+
+
+@dataclass(frozen=True)
+class StreamRefusal:
+    """A client command that ends its Telemetry stream with INVALID_ARGUMENT (malformed settings)."""
+
+    message: str
 
 
 def _settings_identity(settings: definition_pb2.Settings) -> tuple[int, str, frozenset[str]]:
@@ -262,7 +270,7 @@ class TelemetryHub:
             client = self._clients[client_id] = ClientInfo(client_id, meta=meta, last_seen=self._clock())
         if client.queue is not None:
             self._close_queue(client)  # a rebuilt stream (P12) replaces the old one
-        queue: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue(TELEMETRY_QUEUE_SIZE)
+        queue: asyncio.Queue[service_pb2.TelemetryCommand | StreamRefusal | None] = asyncio.Queue(TELEMETRY_QUEUE_SIZE)
         client.queue = queue
         client.streams += 1
         reader = asyncio.create_task(self._read(client_id, request_iterator, meta, queue))
@@ -271,6 +279,8 @@ class TelemetryHub:
                 command = await queue.get()
                 if command is None:
                     break
+                if isinstance(command, StreamRefusal):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, command.message)
                 yield command
         finally:
             reader.cancel()
@@ -288,11 +298,14 @@ class TelemetryHub:
         client_id: str,
         request_iterator: AsyncIterable[service_pb2.TelemetryCommand],
         meta: ClientMeta,
-        queue: asyncio.Queue[service_pb2.TelemetryCommand | None],
+        queue: asyncio.Queue[service_pb2.TelemetryCommand | StreamRefusal | None],
     ) -> None:
         try:
             async for command in request_iterator:
                 reply = self._on_client_command(client_id, command, meta)
+                if isinstance(reply, StreamRefusal):
+                    await queue.put(reply)  # the writer ends the stream with it: nothing more is read
+                    return
                 if reply is not None:
                     try:
                         queue.put_nowait(reply)
@@ -307,9 +320,14 @@ class TelemetryHub:
 
     def _on_client_command(
         self, client_id: str, command: service_pb2.TelemetryCommand, meta: ClientMeta
-    ) -> service_pb2.TelemetryCommand | None:
+    ) -> service_pb2.TelemetryCommand | StreamRefusal | None:
         kind = command.WhichOneof("command")
         if kind == "settings":
+            try:
+                validate_settings(command.settings)
+            except MQError as exc:  # as the Java proxy: a malformed declaration ends the stream, INVALID_ARGUMENT
+                log.warning("bad client settings", client_id=client_id, error=exc.message)
+                return StreamRefusal(exc.message)
             try:
                 if self.settings_guard is not None:
                     # a refused declaration is not recorded: the client is not a producer/consumer of those topics

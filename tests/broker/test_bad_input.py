@@ -6,9 +6,11 @@ import time
 
 import grpc
 import pytest
-from rocketmq.grpc_protocol import definition_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
+from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import message, raw_client
+from tests.namesrv.helpers import client_metadata
 
 C = definition_pb2.Code
 MIB = 1024 * 1024
@@ -23,6 +25,12 @@ def _delayed(topic: str, seconds: int) -> definition_pb2.Message:
     m = message(topic)
     m.system_properties.message_type = definition_pb2.DELAY
     m.system_properties.delivery_timestamp.seconds = seconds
+    return m
+
+
+def _recovering(topic: str, seconds: int) -> definition_pb2.Message:
+    m = message(topic)
+    m.system_properties.orphaned_transaction_recovery_duration.seconds = seconds
     return m
 
 
@@ -53,6 +61,8 @@ CASES = [
     ("message group too long", lambda: message("BadT", group="g" * 64), C.ILLEGAL_MESSAGE_GROUP, "64"),
     ("delivery ms as seconds", lambda: _delayed("BadT", int(time.time() * 1000)), C.ILLEGAL_DELIVERY_TIME, "seconds"),
     ("delivery too far", lambda: _delayed("BadT", int(time.time()) + 3 * 86400), C.ILLEGAL_DELIVERY_TIME, "limit"),
+    ("orphan recovery too long", lambda: _recovering("BadT", 7 * 86400), C.BAD_REQUEST, "limit is 3600s"),
+    ("negative orphan recovery", lambda: _recovering("BadT", -5), C.BAD_REQUEST, "-5s"),
 ]
 
 
@@ -144,3 +154,27 @@ def test_undecodable_requests_get_invalid_argument_naming_the_method(broker_fact
                 assert "Error" not in details and "class" not in details, details  # no Python internals
     with raw_client(broker.addr) as c:  # the server and other calls are unaffected
         assert c.send(message("AfterGarbage", b"ok")).status.code == C.OK
+
+
+@pytest.mark.timeout(60)
+def test_heartbeats_create_no_group_for_producers_and_refuse_malformed_groups(broker):
+    with grpc.insecure_channel(broker.addr) as channel:
+        v2 = service_pb2_grpc.MessagingServiceStub(channel)
+
+        def heartbeat(kind: int, group: str) -> definition_pb2.Status:
+            request = service_pb2.HeartbeatRequest(group=definition_pb2.Resource(name=group), client_type=kind)
+            return v2.Heartbeat(request, metadata=client_metadata(), timeout=10).status
+
+        def groups() -> set[str]:
+            listed = admin_pb2_grpc.AdminStub(channel).ListGroups(admin_pb2.ListGroupsRequest(), timeout=10)
+            return {g.group_name for g in listed.groups}
+
+        before = groups()
+        assert heartbeat(definition_pb2.ClientType.PRODUCER, "ProducerGroupOnly").code == C.OK
+        assert heartbeat(definition_pb2.ClientType.PRODUCER, "").code == C.OK
+        assert groups() == before  # a producer's heartbeat is no subscription group
+        for bad in ("", "g\x07" * 152):
+            refused = heartbeat(definition_pb2.ClientType.SIMPLE_CONSUMER, bad)
+            assert refused.code == C.ILLEGAL_CONSUMER_GROUP, (bad, refused)
+        assert heartbeat(definition_pb2.ClientType.PRODUCER, "bad group!").code == C.ILLEGAL_CONSUMER_GROUP
+        assert groups() == before

@@ -157,3 +157,30 @@ def test_other_client_commands_reach_their_listeners() -> None:
             call.cancel()
 
     run(scenario)
+
+
+def test_malformed_settings_end_the_stream_with_invalid_argument() -> None:
+    no_pubsub = producer_settings("t1")
+    no_pubsub.ClearField("publishing")
+    cases = [
+        ("n@1", no_pubsub, "no publishing or subscription"),
+        ("n@2", producer_settings("bad topic!"), "bad topic!"),
+        ("n@3", consumer_settings(d.ClientType.SIMPLE_CONSUMER, "", "t1"), "group name is blank"),
+        ("n@4", consumer_settings(d.ClientType.PUSH_CONSUMER, "g\x01" * 152, "t1"), "limit"),
+    ]
+
+    async def scenario(server: NameServer, addr: str) -> None:
+        async with grpc.aio.insecure_channel(addr) as channel:
+            for client_id, settings, why in cases:
+                call = v2_stub(channel).Telemetry(metadata=client_metadata(client_id))
+                await call.write(s.TelemetryCommand(settings=settings))
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await asyncio.wait_for(call.read(), 5)
+                assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, client_id
+                assert why in (info.value.details() or ""), (client_id, info.value.details())
+                assert server.hub.settings_of(client_id) is None  # nothing of it was recorded
+            call = v2_stub(channel).Telemetry(metadata=client_metadata("ok@1"))  # others are unaffected
+            await call.write(s.TelemetryCommand(settings=producer_settings("t1")))
+            assert (await asyncio.wait_for(call.read(), 5)).status.code == d.Code.OK
+
+    run(scenario)

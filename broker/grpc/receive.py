@@ -78,9 +78,11 @@ def pop_request(
             )
     polling_s = _polling_seconds(config, request, context)
     fifo = bool(gc.consume_message_orderly)
-    qid = request.message_queue.id
-    # FIFO push consumers get one assignment per queue; id -1 (push) or a route queue (simple): the whole topic
-    queue_ids = [qid] if fifo and 0 <= qid < tc.read_queue_nums else list(range(tc.read_queue_nums))
+    # Every queue of this broker, whatever queue id the request names, as the Java proxy pops: clients name a
+    # route queue (the Node.js client always 0) and would otherwise wait on empty queues while others fill. A FIFO
+    # group keeps its order across receivers all the same: a message group lives in one queue and its next
+    # message is held until the one in flight is acked.
+    queue_ids = list(range(tc.read_queue_nums))
     return PopRequest(
         group,
         topic,

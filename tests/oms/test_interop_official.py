@@ -232,3 +232,22 @@ def test_fifo_message_group_official_to_oms_pull(shared_broker: BrokerHandle, ac
     for m, (msg, message_id) in zip(filled[0], sent, strict=True):
         assert m.sharding_key == "order-9"
         check_oms(m, msg, message_id)
+
+
+@pytest.mark.timeout(60)
+def test_official_simple_consumer_gets_fifo_messages_of_any_queue_at_once(
+    shared_broker: BrokerHandle, producer: oms.Producer
+) -> None:
+    topic, group = "InteropFifo8", "GInteropFifo8"
+    create_topic(shared_broker.addr, topic, "FIFO", queues=8)
+    create_group(shared_broker.addr, group, orderly=True)
+    with simple_consumer(shared_broker.addr, group, topic, await_s=1) as consumer:
+        sent = producer.send(oms.BytesMessage(b"one of eight", topic, sharding_key="order-42"))
+        polls = 0
+        got: list[Any] = []
+        while not got and polls < 4:
+            got = consumer.receive(16, 30)
+            polls += 1
+        assert [m.message_id for m in got] == [sent.message_id]
+        assert polls <= 2, f"{polls} long polls for one message: receives looked at one queue of eight"
+        consumer.ack(got[0])

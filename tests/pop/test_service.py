@@ -479,3 +479,28 @@ def test_a_popped_record_gone_from_the_commitlog_is_dropped_not_redelivered(tmp_
         assert st.code == Code.MESSAGE_NOT_FOUND and not again  # nothing comes back, the gone one included
 
     run(tmp_path, body)
+
+
+def test_fifo_receive_pops_every_queue_whatever_queue_the_request_names(tmp_path):
+    async def body(core: Core) -> None:
+        core.topic(T, queues=8)
+        core.group(G, orderly=True)
+        core.put(T, b"a1", queue_id=5, msg_group="A")
+        core.put(T, b"b1", queue_id=2, msg_group="B")
+        core.put(T, b"a2", queue_id=5, msg_group="A")
+        # the Node.js client always names queue 0; the Python one a route queue in turn
+        _, first, _ = await receive(core, receive_request(G, T, batch=8, queue_id=0))
+        got = bodies(first)
+        assert sorted(got) == [b"a1", b"a2", b"b1"] and got.index(b"a1") < got.index(b"a2")
+        st, _, _ = await receive(core, receive_request(G, T, queue_id=3))
+        assert st.code == Code.MESSAGE_NOT_FOUND
+        core.put(T, b"a3", queue_id=5, msg_group="A")
+        st, _, _ = await receive(core, receive_request(G, T, queue_id=6))
+        assert st.code == Code.MESSAGE_NOT_FOUND  # group A is in flight: another receiver waits for its acks
+        for m in first:
+            if m.body.startswith(b"a"):
+                await core.receiver.ack(ack_request(G, T, m.system_properties.receipt_handle))
+        _, nxt, _ = await receive(core, receive_request(G, T, queue_id=7))
+        assert bodies(nxt) == [b"a3"]
+
+    run(tmp_path, body)

@@ -25,6 +25,7 @@ from oms.errors import (
     OMSConnectionException,
     OMSException,
     OMSMessageFormatException,
+    OMSNotSupportedException,
     OMSRuntimeException,
     OMSTimeOutException,
     exception_for,
@@ -95,11 +96,21 @@ def pin(wire: WireMessage, selector: QueueSelector, arg: Any, route: TopicRoute)
     if target is None:
         raise OMSRuntimeException(Code.BAD_REQUEST, f"the selector returned {chosen!r}, not one of the queues")
     if not target.accepts(definition_pb2.FIFO):
-        raise OMSMessageFormatException(
-            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-            f"ordered sends to topic {wire.topic!r} need a FIFO or MIXED topic: the broker places messages by "
-            "message group (it ignores queue ids), and this topic does not accept FIFO messages",
-        )
+        # RocketMQ 4 partition order on a NORMAL topic: the message is stored, plain, in the chosen queue
+        # (Produce/SendBatch carries a queue id where v2 SendMessage places by message group).
+        if wire.message_type != definition_pb2.NORMAL or not target.accepts(definition_pb2.NORMAL):
+            raise OMSMessageFormatException(
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                f"topic {wire.topic!r} accepts neither FIFO messages nor a plain message in a chosen queue",
+            )
+        if wire.batch_properties is None:
+            raise OMSNotSupportedException(
+                Code.NOT_IMPLEMENTED,
+                f"a selector send to NORMAL topic {wire.topic!r} stores a plain message in the chosen queue: a body "
+                "compressed on the way (over compress_msg_body_over_howmuch) or a namespace cannot be; send it "
+                "uncompressed, or use a FIFO topic",
+            )
+        return target
     sp = wire.pb.system_properties
     sp.queue_id = target.queue.queue_id
     # a message group the broker hashes onto exactly this queue; the message's own sharding key gives way
@@ -161,9 +172,14 @@ def send_results(
     return results
 
 
-def send_batch_request(wires: Sequence[WireMessage]) -> produce_pb2.SendBatchRequest | None:
-    """``wires`` (one topic) as a ``Produce/SendBatch`` request, or None when one of them needs v2 SendMessage
-    (delay, transaction, message group, compressed body, namespace)."""
+def partition_pinned(pinned: RouteQueue | None) -> bool:
+    """Whether a selector send goes to a queue of a topic without FIFO messages (RocketMQ 4 partition order)."""
+    return pinned is not None and not pinned.accepts(definition_pb2.FIFO)
+
+
+def send_batch_request(wires: Sequence[WireMessage], queue_id: int = ANY_QUEUE) -> produce_pb2.SendBatchRequest | None:
+    """``wires`` (one topic) as a ``Produce/SendBatch`` request to ``queue_id`` (the broker picks one by default),
+    or None when one of them needs v2 SendMessage (delay, transaction, message group, compressed body, namespace)."""
     entries = []
     for w in wires:
         props = w.batch_properties
@@ -172,7 +188,7 @@ def send_batch_request(wires: Sequence[WireMessage]) -> produce_pb2.SendBatchReq
         entries.append(BatchEntry(0, w.body, props))
     return produce_pb2.SendBatchRequest(
         topic=wires[0].topic,
-        queue_id=ANY_QUEUE,  # the broker picks the queue, as for v2 SendMessage
+        queue_id=queue_id,
         messages=encode_message_batch(entries),
         count=len(entries),
         born_timestamp_ms=int(time.time() * 1000),
@@ -195,11 +211,13 @@ def send_batch_results(
             Code.INTERNAL_ERROR, f"{where}: {len(response.commitlog_offsets)} results for {len(wires)} messages"
         )
     first = int(response.first_queue_offset)
+    queue_id = queue.queue.queue_id if partition_pinned(queue) else ANY_QUEUE
     return [
         SendResult(
             message_id=wire.message_id,
             topic=wire.topic,
-            queue=MessageQueue(wire.topic, queue.broker_name, ANY_QUEUE),  # as v2 SendMessage's results say
+            # the queue a selector chose; else ANY_QUEUE, as v2 SendMessage's results say
+            queue=MessageQueue(wire.topic, queue.broker_name, queue_id),
             queue_offset=first + i,
             status=status,
         )
@@ -259,7 +277,12 @@ class Sender:
         route = await core.routes.get(topic)
         queues = (pinned,) if pinned is not None else candidates(route, wires)
         request: service_pb2.SendMessageRequest | None = None  # built on first use: copying the messages costs
-        batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
+        partition = partition_pinned(pinned)
+        if partition:
+            assert pinned is not None
+            batch_request = send_batch_request(wires, pinned.queue.queue_id)
+        else:
+            batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
         last_error: OMSException | None = None
         last_broker: str | None = None
         for attempt in range(1, attempts + 1):
@@ -276,6 +299,12 @@ class Sender:
                     # broker's maxMessageSize) where v2 stores a record per message; v2's answer is the one to give.
                     if batched is not None and batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
                         results = send_batch_results(batched, wires, queue)
+                if results is None and partition:  # v2 would place the message in a queue of its own choosing
+                    raise OMSNotSupportedException(
+                        Code.NOT_IMPLEMENTED,
+                        f"{queue.broker_name} does not serve Produce/SendBatch: a selector send to NORMAL topic "
+                        f"{topic!r} cannot be stored in the chosen queue (use a FIFO topic)",
+                    )
                 if results is None:
                     if request is None:
                         request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])

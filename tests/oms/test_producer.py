@@ -117,11 +117,35 @@ def test_ordered_sends_keep_each_key_on_one_queue_in_order(shared_broker, produc
 
 
 @pytest.mark.timeout(60)
-def test_ordered_send_to_a_normal_topic_is_refused_clearly(producer):
-    producer.send(oms.BytesMessage(b"x", "OmsNormalOnly"))
-    with pytest.raises(oms.OMSMessageFormatException) as err:
-        producer.send(oms.BytesMessage(b"y", "OmsNormalOnly"), selector=oms.SelectMessageQueueByHash(), arg=1)
-    assert err.value.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE and "FIFO or MIXED" in str(err.value)
+def test_selector_sends_to_a_normal_topic_keep_rocketmq4_partition_order(shared_broker, producer):
+    # the seeds' ordered example as written: TopicTest is a plain topic, the selector picks id % len(queues)
+    topic = "OmsPartitionOrder"
+    producer.send(oms.BytesMessage(b"created", topic))  # auto-created NORMAL, as the seeds' other examples do
+
+    def by_order_id(queues: list[oms.MessageQueue], message: oms.BytesMessage, order_id: int) -> oms.MessageQueue:
+        return queues[order_id % len(queues)]
+
+    sent: dict[int, list[str]] = collections.defaultdict(list)
+    for step in ("created", "paid", "shipped", "done"):
+        for order_id in range(6):
+            body = f"{order_id}:{step}"
+            result = producer.send(oms.BytesMessage(body, topic, tags=step), selector=by_order_id, arg=order_id)
+            assert result.queue.queue_id == order_id % 4, "the result names the queue the selector chose"
+            sent[order_id].append(body)
+    stored = pull_all(shared_broker.addr, topic)
+    seen: dict[int, list[str]] = collections.defaultdict(list)
+    for qid, msgs in stored.items():
+        for m in msgs:
+            if m.body == b"created":
+                continue
+            order_id = int(m.body.decode().split(":")[0])
+            assert qid == order_id % 4, "stored in the chosen queue"
+            assert not m.system_properties.HasField("message_group")  # a plain message, as RocketMQ 4 stores it
+            seen[order_id].append(m.body.decode())
+    assert seen == sent  # each queue read in order gives each order's steps in order
+    big = b"compressible " * 1000  # over the compression threshold: a plain message cannot carry it compressed
+    with pytest.raises(oms.OMSNotSupportedException, match="compress"):
+        producer.send(oms.BytesMessage(big, topic), selector=by_order_id, arg=1)
 
 
 @pytest.mark.timeout(60)

@@ -1,10 +1,13 @@
 """Produce and consume one message with the official RocketMQ 5 Python client against ``make run``.
 
-Usage: ``make run`` in one terminal, then ``.venv/bin/python examples/quickstart.py [access_point]``.
+Usage: ``make run`` in one terminal, then ``.venv/bin/python examples/quickstart.py [--addr host:port]``
+(default ``$NAMESRV_ADDR``, its first address, else 127.0.0.1:8081; the name server works as the access point).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
@@ -33,5 +36,14 @@ def main(access_point: str = "127.0.0.1:8081", topic: str = "QuickstartTopic", g
     return 0 if received else 1
 
 
+def access_point_of(argv: list[str]) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = (os.environ.get("NAMESRV_ADDR") or "127.0.0.1:8081").split(";")[0].strip()
+    parser.add_argument("--addr", default=default, help="broker or name server host:port (default: %(default)s)")
+    parser.add_argument("access_point", nargs="?", help="the same as --addr (kept for earlier command lines)")
+    args = parser.parse_args(argv)
+    return str(args.access_point or args.addr)
+
+
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:2]))
+    sys.exit(main(access_point_of(sys.argv[1:])))

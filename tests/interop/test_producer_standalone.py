@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -28,14 +29,22 @@ def test_standalone_quickstart(tmp_path):
         proc.wait_port(ns_port)
         wait_until(lambda: "access point" in proc.log(), 10, what="ready line")
         assert f"127.0.0.1:{port}" in proc.log()
-        for access_point in (f"127.0.0.1:{port}", f"127.0.0.1:{ns_port}"):
+        base = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
+        # the broker positionally, the name server by --addr, and by NAMESRV_ADDR (its first address) like the
+        # other examples: a default of 127.0.0.1:8081 would fail here, no broker listens there
+        for extra, env in (
+            ([f"127.0.0.1:{port}"], base),
+            (["--addr", f"127.0.0.1:{ns_port}"], base),
+            ([], {**base, "NAMESRV_ADDR": f"127.0.0.1:{ns_port};127.0.0.1:1"}),
+        ):
             out = subprocess.run(
-                [sys.executable, str(ROOT / "examples" / "quickstart.py"), access_point],
+                [sys.executable, str(ROOT / "examples" / "quickstart.py"), *extra],
                 capture_output=True,
                 text=True,
                 timeout=90,
+                env=env,
             )
-            assert out.returncode == 0, out.stdout + out.stderr
+            assert out.returncode == 0, (extra, out.stdout + out.stderr)
             assert "received" in out.stdout and "hello OrbitMQ" in out.stdout
     finally:
         code = proc.stop(signal.SIGTERM)

@@ -70,6 +70,11 @@ def main(args: argparse.Namespace) -> None:
                     f" resolution={result.transaction_resolution}"
                 )
             commits = {i for i in range(COUNT) if i % 2 == 0}
+            _common.say(
+                "waiting for the broker's check-backs: it asks about a half message once it is older than "
+                "transactionTimeOut (6 s by default), on its next check round (every transactionCheckInterval, "
+                "30 s by default; a broker.conf with transactionCheckInterval=1000 answers in seconds)"
+            )
             _common.wait_for(
                 lambda: len(checked) >= COUNT and commits <= set(received),
                 args.timeout,

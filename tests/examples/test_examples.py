@@ -169,6 +169,7 @@ def test_transaction_unknown_then_resolved_by_check_back(
     out = finished(runs, "transaction")
     assert len(re.findall(r"^local transaction of '.*': unknown", out, re.M)) == 4
     assert len(re.findall(r"^sent half message \d: transaction_id=\w+ resolution=UNKNOWN", out, re.M)) == 4
+    assert re.search(r"^waiting for the broker's check-backs: .*transactionCheckInterval", out, re.M)  # not silent
     for i, decision in enumerate(("commit", "rollback", "commit", "rollback")):
         assert f"message {i}: unknown, then {decision} by check-back" in out
     received = sorted(int(i) for i in re.findall(r"^received '\w+:(\d+)'", out, re.M))

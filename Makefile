@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STORE ?= ./store
 PORT ?= 8081
+NAMESRV_PORT ?= 9876
 
 .PHONY: venv test lint typecheck unit run bench bench-peers-install protos clean
 
@@ -29,7 +30,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 run: $(STAMP)
-	$(BIN)/mqbroker --standalone --store $(STORE) --port $(PORT)
+	$(BIN)/mqbroker --standalone --store $(STORE) --port $(PORT) --namesrv-port $(NAMESRV_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

@@ -19,7 +19,7 @@ from typing import Any
 
 from broker.config import BrokerConfig, load_broker_settings
 from broker.controller import BrokerController
-from orbitmq.config import ConfigError
+from orbitmq.config import ConfigError, startup_error
 from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.logging import configure_logging, get_logger
 from orbitmq.net import LOOPBACK
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"mqbroker: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        log.error("broker failed", error=str(exc))
+    except OSError as exc:  # a port taken, a store in use, an unreadable file: one line naming it
+        print(f"mqbroker: {startup_error(exc)}", file=sys.stderr)
         return 1
 
 

@@ -159,12 +159,7 @@ class BrokerController:
         consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
-        try:
-            self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), cfg.server_credentials())
-        except RuntimeError as exc:
-            raise OSError(f"cannot bind gRPC port {cfg.listenPort}: {exc}") from exc
-        if self.port == 0:
-            raise OSError(f"cannot bind gRPC port {cfg.listenPort}")
+        self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), cfg.server_credentials())
         if cfg.listenPort == 0:
             # Port 0 in tests: advertise the real port.
             cfg.listenPort = self.port

@@ -14,8 +14,8 @@ from typing import Any
 
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
-from orbitmq.config import ConfigError, build_config, load_properties
-from orbitmq.logging import configure_logging, get_logger
+from orbitmq.config import ConfigError, build_config, load_properties, startup_error
+from orbitmq.logging import configure_logging
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -59,16 +59,15 @@ async def serve(config: NamesrvConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(json=args.json_log, level=args.log_level)
-    log = get_logger("namesrv.cli")
     try:
         config = load_config(args)
     except (ConfigError, OSError) as exc:
-        log.error("bad configuration", error=str(exc))
+        print(f"mqnamesrv: {startup_error(exc)}", file=sys.stderr)
         return 2
     try:
         asyncio.run(serve(config))
-    except OSError as exc:
-        log.error("name server failed", error=str(exc))
+    except OSError as exc:  # the port taken: one line naming it
+        print(f"mqnamesrv: {startup_error(exc)}", file=sys.stderr)
         return 1
     return 0
 

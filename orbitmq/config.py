@@ -90,3 +90,10 @@ def build_config(cls: type[T], values: Mapping[str, Any], *, strict: bool = Fals
             continue
         kwargs[key] = _convert(key, value, hints[key]) if isinstance(value, str) else value
     return cls(**kwargs)
+
+
+def startup_error(exc: BaseException) -> str:
+    """A start-up failure as one line: what failed and on which file or address (no traceback)."""
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"cannot open {exc.filename}: {exc.strerror}"
+    return str(exc) or type(exc).__name__

@@ -116,11 +116,22 @@ def client_credentials(
     )
 
 
+class ListenError(OSError):
+    """A listener could not bind: the message names the address and the likely cause, for one start-up line."""
+
+
 def add_port(server: grpc.aio.Server, target: str, credentials: grpc.ServerCredentials | None) -> int:
-    """Bind ``target`` with TLS when ``credentials`` is given; returns the port (0 = could not bind)."""
-    if credentials is None:
-        return server.add_insecure_port(target)
-    return server.add_secure_port(target, credentials)
+    """Bind ``target`` with TLS when ``credentials`` is given; returns the port. ``ListenError`` when it cannot."""
+    cause: RuntimeError | None = None
+    try:
+        port = server.add_insecure_port(target) if credentials is None else server.add_secure_port(target, credentials)
+    except RuntimeError as exc:  # grpc's "Failed to bind to address ...; set GRPC_VERBOSITY=debug ..."
+        port, cause = 0, exc
+    if not port:
+        raise ListenError(
+            f"cannot listen on {target}: the port is in use, or the address is not one of this machine's"
+        ) from cause
+    return int(port)
 
 
 def channel(

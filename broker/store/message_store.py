@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
+import fcntl
 import logging
+import os
 import shutil
 import threading
 import time
@@ -64,6 +67,10 @@ class StoreStats:
 _PendingPut = tuple[list[MessageExtBrokerInner], Sequence[bytes | None] | None, asyncio.Future[Any], bool]
 
 
+class StoreLockedError(OSError):
+    """Another broker process holds this store directory."""
+
+
 class DefaultMessageStore:
     def __init__(
         self,
@@ -82,6 +89,7 @@ class DefaultMessageStore:
         self.cq_exts: dict[tuple[str, int], ConsumeQueueExt] = {}
         self.cq_ext_bitmap_bytes = 0  # 0: no ConsumeQueue extension (no filter bitmaps)
         self.stats = StoreStats()
+        self._lock_fd = -1  # the store directory's lock file, held from load() to shutdown()
         # room kept besides CommitLog segments: consume queue files are made by appends too
         self.disk = DiskGuard(
             config.commitlog_dir, config.diskSpaceWarningLevelRatio, 4 * config.mappedFileSizeConsumeQueue
@@ -121,6 +129,7 @@ class DefaultMessageStore:
         """Open the files and recover; an ``abort`` file means the last run did not stop cleanly."""
         started = time.monotonic()
         self.config.root.mkdir(parents=True, exist_ok=True)
+        self._lock_store()
         self.commitlog.load()
         if self.config.messageIndexEnable:
             self.index.load()
@@ -245,12 +254,31 @@ class DefaultMessageStore:
             t.start()
             self._threads.append(t)
 
+    def _lock_store(self) -> None:
+        """One broker per store directory: a second one would interleave appends into the same segments."""
+        path = self.config.root / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLockedError(
+                errno.EBUSY, f"store directory {self.config.root} is in use by another broker (it holds {path})"
+            ) from None
+        self._lock_fd = fd
+
+    def _unlock_store(self) -> None:
+        fd, self._lock_fd = self._lock_fd, -1
+        if fd >= 0:
+            os.close(fd)  # closing releases the flock
+
     def shutdown(self) -> None:
         if not self._running:
             self.commitlog.shutdown()
             self.index.shutdown()
             for cq in self.queues.values():
                 cq.shutdown()
+            self._unlock_store()
             return
         self._running = False
         self._stop_threads()
@@ -266,11 +294,14 @@ class DefaultMessageStore:
             for ext in self.cq_exts.values():
                 ext.shutdown()
         self.config.abort_path.unlink(missing_ok=True)
+        self._unlock_store()
 
     def halt(self) -> None:
         """Stop the service threads as a crash would: no final checkpoint, the ``abort`` file stays, the files stay
-        open; the next ``load`` recovers. For crash tests and the recovery benchmark."""
+        open (the lock goes, as with a dead process); the next ``load`` recovers. For crash tests and the recovery
+        benchmark."""
         self._stop_threads()
+        self._unlock_store()
 
     def _stop_threads(self) -> None:
         self._stop.set()

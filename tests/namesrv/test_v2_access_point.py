@@ -53,8 +53,9 @@ def test_v2_rpcs_on_the_name_server(tmp_path: Path) -> None:
             assert simple.status.code == OK
             assert simple.settings.subscription.long_polling_timeout.seconds == 15
 
-            bad = await telemetry_exchange(addr, d.Settings(client_type=d.ClientType.PUSH_CONSUMER), "h@1@3@x")
-            assert bad.status.code == d.Code.BAD_REQUEST
+            with pytest.raises(grpc.aio.AioRpcError) as refused:  # as the Java proxy: the stream ends
+                await telemetry_exchange(addr, d.Settings(client_type=d.ClientType.PUSH_CONSUMER), "h@1@3@x")
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
             async with grpc.aio.insecure_channel(addr) as channel:
                 v2 = v2_stub(channel)

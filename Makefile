@@ -7,7 +7,7 @@ STORE ?= ./store
 PORT ?= 8081
 NAMESRV_PORT ?= 9876
 
-.PHONY: venv test lint typecheck unit run bench bench-peers-install protos clean
+.PHONY: venv test lint typecheck unit run bench bench-peers-install protos docs-config clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,10 @@ bench-peers-install: $(STAMP)
 
 protos: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py
+
+# docs/configuration.md's key reference, from the config dataclasses (a key's comment is its meaning)
+docs-config: $(STAMP)
+	$(BIN)/python scripts/gen_config_docs.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

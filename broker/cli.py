@@ -114,6 +114,8 @@ async def run(args: argparse.Namespace) -> int:
     overrides = overrides_from(args)
     namesrv: Any = None
     settings = load_broker_settings(args.config, overrides)
+    if settings.unknown_keys:
+        log.warning("config keys OrbitMQ does not know, ignored", keys=", ".join(settings.unknown_keys))
     if args.standalone:
         if not settings.broker.bindAddress.strip():
             settings.broker.bindAddress = LOOPBACK  # one-command mode stays on this machine unless told otherwise

@@ -6,6 +6,7 @@ fills both from one ``broker.conf`` plus command-line overrides.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,24 +32,24 @@ class BrokerRole(StrEnum):
 
 @dataclass
 class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
-    brokerClusterName: str = "DefaultCluster"
-    brokerName: str = "broker-a"
-    brokerId: int = 0
+    brokerClusterName: str = "DefaultCluster"  # cluster this broker registers in
+    brokerName: str = "broker-a"  # broker name: a master and its slaves share it
+    brokerId: int = 0  # 0 for the master, above 0 for slaves
     namesrvAddr: str = ""  # "host:port;host:port"
-    listenPort: int = DEFAULT_BROKER_GRPC_PORT
+    listenPort: int = DEFAULT_BROKER_GRPC_PORT  # gRPC port (v2 protocol and the internal services)
     # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
     bindAddress: str = ""
-    brokerIP1: str = "127.0.0.1"
-    autoCreateTopicEnable: bool = True
-    autoCreateSubscriptionGroup: bool = True
-    defaultTopicQueueNums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    brokerIP1: str = "127.0.0.1"  # address advertised in routes and message ids
+    autoCreateTopicEnable: bool = True  # create a topic on its first send or route query (from TBW102)
+    autoCreateSubscriptionGroup: bool = True  # create a consumer group on first use
+    defaultTopicQueueNums: int = DEFAULT_TOPIC_QUEUE_NUMS  # queues of an auto-created topic
     registerBrokerIntervalMs: int = 30_000  # heartbeat to the name servers
     flushConsumerOffsetInterval: int = 5_000  # ms between consumer offset persists
     statsIntervalMs: int = 60_000  # ms between stats log lines
-    maxDelayTimeMills: int = 24 * 3600 * 1000
+    maxDelayTimeMills: int = 24 * 3600 * 1000  # the furthest delivery time a delay message may ask for (ms)
     clientExpireMs: int = 120_000  # a client with no heartbeat for this long leaves its group's assignment
-    longPollingMaxMs: int = 20_000
-    enableTopicMessageTypeCheck: bool = True
+    longPollingMaxMs: int = 20_000  # longest a pull long-polls at a queue end (ms)
+    enableTopicMessageTypeCheck: bool = True  # refuse messages whose type the topic's message.type does not accept
     transactionTimeOut: int = 6_000  # ms a half message waits before its producer is asked (RocketMQ key)
     transactionCheckInterval: int = 30_000  # ms between orphan-check scans (RocketMQ key)
     transactionCheckMax: int = 15  # checks before an unresolved half message is rolled back
@@ -62,7 +63,7 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     maxErrorRateOfBloomFilter: int = 20  # percent
     expectConsumerNumUseFilter: int = 32  # SQL92 groups per topic the Bloom filter is sized for
     defaultAllocateStrategy: str = "AVG"  # QueryAssignment strategy for groups that name none
-    aclEnable: bool = False
+    aclEnable: bool = False  # check every request against the ACL plugin (plain_acl.yml)
     aclFile: str = ""  # plain_acl.yml; default <storePathRootDir>/config/plain_acl.yml
     # {"accessKey": ..., "secretKey": ...} signing registrations with name servers that have ACL on (RocketMQ 5 key)
     innerClientAuthenticationCredentials: str = ""
@@ -125,6 +126,9 @@ class BrokerSettings:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     pop: PopConfig = field(default_factory=PopConfig)
+    # keys of the file or the flags that no OrbitMQ config knows: ignored (RocketMQ files carry other components'
+    # keys too), warned about by name at start
+    unknown_keys: tuple[str, ...] = ()
 
 
 def load_broker_settings(
@@ -142,4 +146,6 @@ def load_broker_settings(
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
     broker.validate_tls()
-    return BrokerSettings(broker=broker, store=store, pop=pop)
+    known = {f.name for cls in (BrokerConfig, MessageStoreConfig, PopConfig) for f in dataclasses.fields(cls)}
+    unknown = tuple(sorted(set(values) - known))
+    return BrokerSettings(broker=broker, store=store, pop=pop, unknown_keys=unknown)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from typing import Any
 from namesrv.config import NamesrvConfig
 from namesrv.server import NameServer
 from orbitmq.config import ConfigError, build_config, load_properties, startup_error
-from orbitmq.logging import configure_logging
+from orbitmq.logging import configure_logging, get_logger
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -38,6 +39,9 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
     if args.broker_expired_seconds is not None:
         values["brokerExpiredSeconds"] = args.broker_expired_seconds
     config = build_config(NamesrvConfig, values)
+    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(NamesrvConfig)})
+    if unknown:
+        get_logger("namesrv.cli").warning("config keys OrbitMQ does not know, ignored", keys=", ".join(unknown))
     config.cluster_credentials()  # ACL on without credentials is a configuration error (exit 2)
     config.validate_tls()
     return config

@@ -16,7 +16,7 @@ from orbitmq.tls import TlsConfig
 
 @dataclass
 class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
-    listenPort: int = limits.DEFAULT_NAMESRV_PORT
+    listenPort: int = limits.DEFAULT_NAMESRV_PORT  # gRPC port of the name server
     # Bind address: RocketMQ binds every interface; a non-loopback bind with ACL off logs a warning at start.
     host: str = EVERY_INTERFACE
     # A broker silent this long (no registration on any channel) is dropped from the routes.
@@ -27,6 +27,7 @@ class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     clientExpiredSeconds: float = limits.CLIENT_EXPIRED_SECONDS
     # Settings replies to v2 clients that talk to the name server (mirrors the broker defaults).
     maxMessageSize: int = limits.MAX_MESSAGE_BODY_SIZE
+    # long polling timeout handed to v2 clients in their settings (s)
     longPollingTimeoutSeconds: int = limits.DEFAULT_LONG_POLLING_TIMEOUT_S
     # Answer QueryRoute for unknown topics with the default queues of brokers that auto-create topics.
     autoCreateTopicRouteEnable: bool = True

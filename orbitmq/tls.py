@@ -47,7 +47,7 @@ class TlsConfig:
     tlsEnable: bool = False  # outgoing calls to other servers use TLS
     tlsClientTrustCertPath: str = ""  # PEM CA bundle to verify the other servers (empty = the system roots)
     tlsClientCertPath: str = ""  # PEM client certificate, for servers that require one
-    tlsClientKeyPath: str = ""
+    tlsClientKeyPath: str = ""  # PEM key of tlsClientCertPath
 
     @property
     def tls_server_enabled(self) -> bool:

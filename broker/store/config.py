@@ -24,10 +24,12 @@ class FlushDiskType(StrEnum):
 
 @dataclass
 class MessageStoreConfig:
+    # store directory: commitlog, consumequeue, index, config, checkpoint
     storePathRootDir: str = str(Path.home() / "store")
-    storePathCommitLog: str = ""
-    mappedFileSizeCommitLog: int = GIB
-    mappedFileSizeConsumeQueue: int = 300_000 * CQ_UNIT_SIZE
+    storePathCommitLog: str = ""  # CommitLog directory (default: storePathRootDir/commitlog)
+    mappedFileSizeCommitLog: int = GIB  # bytes per CommitLog segment file
+    mappedFileSizeConsumeQueue: int = 300_000 * CQ_UNIT_SIZE  # bytes per ConsumeQueue file (20 bytes an entry)
+    # ASYNC_FLUSH answers once appended; SYNC_FLUSH once on disk (group commit)
     flushDiskType: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     flushIntervalCommitLog: int = 500  # ms between background flushes (ASYNC_FLUSH)
     flushIntervalConsumeQueue: int = 1000  # ms between consume queue / index flushes and checkpoints
@@ -37,13 +39,13 @@ class MessageStoreConfig:
     diskMaxUsedSpaceRatio: int = 75  # percent: above it retention deletes the oldest segments whatever their age
     diskSpaceWarningLevelRatio: int = 90  # percent: above it writes are refused (reads and acks go on)
     cleanResourceInterval: int = 10_000  # ms between retention checks
-    maxMessageSize: int = MAX_MESSAGE_BODY_SIZE
-    messageIndexEnable: bool = True
+    maxMessageSize: int = MAX_MESSAGE_BODY_SIZE  # largest body a message may have (bytes)
+    messageIndexEnable: bool = True  # index message keys and unique ids for query by key and id
     # ms the index thread lets a put's answers go out before it takes the GIL to hash that put's keys (0: at once)
     indexDispatchDelayMs: int = 2
     indexQueryWaitMs: int = 100  # most a key query waits for the keys of puts made before it to be indexed
-    maxHashSlotNum: int = 5_000_000
-    maxIndexNum: int = 20_000_000
+    maxHashSlotNum: int = 5_000_000  # hash slots per IndexFile
+    maxIndexNum: int = 20_000_000  # entries per IndexFile
     warmMapedFileEnable: bool = True  # pre-touch the next segment in the background
 
     @property

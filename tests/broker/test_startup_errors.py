@@ -53,5 +53,14 @@ def test_start_up_failures_are_one_line(broker_factory, taken_port: int, tmp_pat
     assert code == 1 and line == f"mqbroker: cannot open {missing}: No such file or directory", line
     code, line = _fails("broker.cli", *store, "--port", str(free_port()), "-o", "flushDiskType=SOMETIMES")
     assert code == 2 and line.startswith("mqbroker: config key 'flushDiskType'") and "SOMETIMES" in line, line
+    warned = subprocess.run(  # an unknown key is named at start (here the start then fails on the port)
+        [sys.executable, "-m", "broker.cli", *store, "--port", str(taken_port), "-o", "flushDiskTyp=SYNC_FLUSH"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert "config keys OrbitMQ does not know, ignored" in warned.stdout + warned.stderr
+    assert "flushDiskTyp" in warned.stdout + warned.stderr
     code, line = _fails("namesrv.cli", "-c", str(missing))
     assert code == 2 and line == f"mqnamesrv: cannot open {missing}: No such file or directory", line

@@ -355,9 +355,10 @@ def test_send_and_consume_errors(cluster):
     assert done.returncode == 1 and "ILLEGAL_OFFSET(40019)" in done.stderr
     done = mqadmin_cmd("consumeMessage", *n, "-t", "CliSendErr", "-o", "0")
     assert done.returncode == 2 and "-i queueId" in done.stderr
-    # a normal topic: v2 lets the broker choose the queue, so a queue id is refused with the reason
-    done = mqadmin_cmd("sendMessage", *n, "-t", "CliSendErr", "-p", "x", "-b", "cli-a", "-i", "1")
-    assert done.returncode == 1 and "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE" in done.stderr and "FIFO" in done.stderr
+    # a normal topic: the message goes, plain, to the queue asked for (RocketMQ 4 partition order)
+    sent = ok_json("sendMessage", *n, "-t", "CliSendErr", "-p", "to q1", "-b", "cli-a", "-i", "1")
+    assert sent["queue"] == {"topic": "CliSendErr", "broker_name": "cli-a", "queue_id": 1}
     done = mqadmin_cmd("sendMessage", *n, "-t", "CliSendErr", "-p", "x", "-b", "cli-a", "-i", "7")
     assert done.returncode == 1 and "BAD_REQUEST(40000)" in done.stderr and "cli-a:0" in done.stderr
-    assert ok_json("consumeMessage", *n, "-t", "CliSendErr") == [], "nothing was sent"
+    stored = ok_json("consumeMessage", *n, "-t", "CliSendErr")
+    assert [(r["body"], r["queue_id"]) for r in stored] == [("to q1", 1)], "only the pinned send was stored"

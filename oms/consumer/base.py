@@ -152,4 +152,6 @@ class ConsumerBase(MessagingClient):
                     await self._calls.update_offset(ref, offset)
                     log.info("%s starts %s at %d (%s)", cfg.group, ref.queue, offset, cfg.consume_from_where.value)
                 except OMSException as exc:  # the broker's default (first message) applies then
-                    log.warning("start position of %s on %s not set: %s", cfg.group, ref.queue, exc)
+                    # a topic not created yet has no messages to skip: nothing to warn about
+                    level = logging.DEBUG if exc.code == Code.TOPIC_NOT_FOUND else logging.WARNING
+                    log.log(level, "start position of %s on %s not set: %s", cfg.group, ref.queue, exc)

@@ -21,7 +21,7 @@ from rocketmq.grpc_protocol import definition_pb2
 from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.calls import ConsumerCalls, QueueRef, Receipt, code_name
-from oms.consumer.config import MAX_RECEIVE_BATCH, ConsumerConfig
+from oms.consumer.config import MAX_RECEIVE_BATCH, TOPIC_PENDING_RETRY_S, ConsumerConfig
 from oms.consumer.engine import (
     ERROR_PAUSE_S,
     FLOW_CONTROL_LOG_EVERY,
@@ -112,6 +112,7 @@ class ReceiveEngine(EngineBase):
         self.core = core
         self.calls = calls
         self._assigned: dict[QueueRef, Assigned] = {}
+        self._pending_topics: set[str] = set()  # subscribed, but the broker has no such topic yet
         self._ack_pending: dict[tuple[Endpoint, str], list[tuple[Delivered, asyncio.Future[None]]]] = {}
         self._ack_flushing: set[tuple[Endpoint, str]] = set()
         self._acking: set[asyncio.Task[object]] = set()
@@ -138,8 +139,14 @@ class ReceiveEngine(EngineBase):
         self._spawn(self._rebalance_loop(), f"rebalance {self.calls.group}", self._background)
 
     async def _rebalance_loop(self) -> None:
+        retry = TOPIC_PENDING_RETRY_S
         while True:
-            await self._sleep_or_kick(self.config.rebalance_interval_s)
+            interval = self.config.rebalance_interval_s
+            if self._pending_topics:  # a topic not created yet: ask again soon, backing off
+                interval, retry = min(retry, interval), retry * 2
+            else:
+                retry = TOPIC_PENDING_RETRY_S
+            await self._sleep_or_kick(interval)
             try:
                 await self.rebalance()
             except OMSException as exc:  # keep the current assignments; the next round tries again
@@ -162,9 +169,14 @@ class ReceiveEngine(EngineBase):
                     continue
                 items = await self.calls.query_assignment(topic, random.choice(endpoints))
             except OMSException as exc:
-                log.warning("QueryAssignment for %s/%s failed: %s", self.calls.group, topic, exc)
+                if exc.code == Code.TOPIC_NOT_FOUND:  # expected until a producer creates it: asked again soon
+                    self._pending_topics.add(topic)
+                    log.debug("%s waits for topic %s to be created: %s", self.calls.group, topic, exc)
+                else:
+                    log.warning("QueryAssignment for %s/%s failed: %s", self.calls.group, topic, exc)
                 wanted.update((ref, None) for ref in self._assigned if ref.queue.topic == topic)
                 continue
+            self._pending_topics.discard(topic)
             by_broker = {q.broker_name: q.endpoint for q in route.queues}
             for item in items:
                 mq = item.message_queue

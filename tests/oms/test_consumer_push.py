@@ -435,3 +435,25 @@ def test_async_def_listeners_run_on_the_client_loop(access_point, producer):
         time.sleep(0.2)
         assert consumer.stats.acked == 20
     assert sorted(got) == sorted(f"y{i}" for i in range(20))
+
+
+@pytest.mark.timeout(60)
+def test_a_consumer_started_before_its_topic_gets_it_without_waiting_a_rebalance(broker_factory, caplog):
+    ns = broker_factory.namesrv()
+    broker_factory.broker(ns)  # through a name server the route exists before the broker has the topic
+    topic = "OmsPushTopicLater"
+    got: list[bytes] = []
+    with (
+        caplog.at_level("DEBUG", logger="oms"),
+        oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap,
+        # a rebalance round a minute away: only the prompt re-query of a missing topic can deliver in time
+        ap.create_push_consumer(consumer_id="GPushEarly", rebalance_interval=60_000) as consumer,
+        ap.create_producer() as producer,
+    ):
+        consumer.attach_queue(topic, lambda m, ctx: got.append(m.body))
+        consumer.startup()
+        producer.send(oms.BytesMessage(b"after the consumer", topic))
+        wait_until(lambda: got == [b"after the consumer"], 20, "the message of a topic created after the consumer")
+    transient = [r for r in caplog.records if "TOPIC_NOT_FOUND" in r.getMessage()]
+    assert transient, "the consumer did start before the topic existed"
+    assert all(r.levelname == "DEBUG" for r in transient), [r.getMessage() for r in transient]

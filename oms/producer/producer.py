@@ -43,6 +43,22 @@ class Producer(ProducerBase):
     def create_bytes_message(self, destination: str, body: bytes | str) -> BytesMessage:
         return BytesMessage(body, destination)
 
+    def _pin_all(
+        self, wires: list[WireMessage], selector: QueueSelector, arg: Any, timeout_s: float, batch: list[BytesMessage]
+    ) -> RouteQueue:
+        """One queue for every message of a selector batch (they share the topic, the selector and its ``arg``)."""
+        try:
+            if len({w.topic for w in wires}) != 1:
+                raise OMSMessageFormatException(Code.BAD_REQUEST, "a selector batch must have one topic")
+            targets = {self._pin(w, selector, arg, timeout_s).queue for w in wires}
+            if len(targets) != 1:
+                raise OMSRuntimeException(Code.BAD_REQUEST, f"the selector chose {len(targets)} queues for one batch")
+        except OMSException as exc:
+            for m in batch:
+                self._hooks.after_send(m, None, exc)
+            raise
+        return self._pin(wires[0], selector, arg, timeout_s)
+
     def _pin(self, wire: WireMessage, selector: QueueSelector, arg: Any, timeout_s: float) -> RouteQueue:
         """Let ``selector`` choose among the writable queues, and make the broker store the message there."""
         check_pinnable(wire)
@@ -155,11 +171,15 @@ class Producer(ProducerBase):
         attributes: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
     ) -> list[SendResult]:
         """Send many messages in as few requests as possible: split per topic and at 4 MiB of bodies.
 
         Results come back in input order. If a request fails, its exception is raised; requests sent before it
         stay stored (their ``oms_after_send`` hooks saw their results). ``timeout`` applies per request.
+        ``selector``/``arg`` put every message (one topic) in the queue the selector picks, in order, as ``send``
+        does for one message (RocketMQ's ``send(msgs, mq)``).
         """
         core = self._running_core()
         batch = list(messages)
@@ -175,11 +195,12 @@ class Producer(ProducerBase):
             for m in batch[: len(wires)]:  # already seen by oms_before_send: they will not be sent
                 self._hooks.after_send(m, None, exc)
             raise
+        pinned = self._pin_all(wires, selector, arg, timeout_s, batch) if selector is not None else None
         chunks = split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES)
         try:
             for chunk in chunks:
                 deadline = time.monotonic() + timeout_s
-                send = self._sender.send(core, [wires[i] for i in chunk], deadline, fast_batch=True)
+                send = self._sender.send(core, [wires[i] for i in chunk], deadline, pinned, fast_batch=True)
                 sent, _ = self._run(send, timeout_s)
                 for i, result in zip(chunk, sent, strict=True):
                     results[i] = result

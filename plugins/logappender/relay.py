@@ -11,7 +11,7 @@ from typing import IO
 
 from plugins.logappender.config import AppenderConfig
 from plugins.logappender.record import OutMessage
-from plugins.logappender.transport import OmsTransport, SendFailed, read_frame, write_frame
+from plugins.logappender.transport import OmsTransport, Ordering, SendFailed, read_frame, write_frame
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> int:
@@ -25,7 +25,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> int:
         while (frame := read_frame(inp)) is not None:
             messages = [OutMessage.from_json(m) for m in frame["messages"]]
             try:
-                transport.send(messages, config.send_timeout, bool(frame.get("ordered")))
+                transport.send(messages, config.send_timeout, Ordering(frame.get("ordering", "none")))
             except SendFailed as exc:
                 write_frame(out, {"ok": False, "failure": exc.failure.value, "error": str(exc)})
                 continue

@@ -25,7 +25,7 @@ from typing import Any
 from plugins.logappender.config import AppenderConfig, OverflowPolicy
 from plugins.logappender.record import Entry, OutMessage, pack
 from plugins.logappender.spool import DiskSpool, SpoolError
-from plugins.logappender.transport import Failure, OmsTransport, RelayTransport, SendFailed, Transport
+from plugins.logappender.transport import Failure, OmsTransport, Ordering, RelayTransport, SendFailed, Transport
 
 Encoder = Callable[[Any, int], Entry]  # (queued item, sequence number) -> entry; runs on the sender thread
 
@@ -104,7 +104,7 @@ class LogShipper:
         self._reported = (0, 0, 0)
         self._last_warning = 0.0
         self._seq = itertools.count(1)
-        self._ordered = cfg.ordered
+        self._ordering = Ordering.GROUP if cfg.ordered else Ordering.NONE
         self._pending: _Batch | None = None  # failed batch awaiting retry (no spool)
         self._inflight: _Batch | None = None
         self._batch_lock = threading.Lock()
@@ -343,7 +343,7 @@ class LogShipper:
                 return False
             self._inflight = batch
         try:
-            self._transport.send(batch.messages, self.config.send_timeout, self._ordered)
+            self._transport.send(batch.messages, self.config.send_timeout, self._ordering)
         except SendFailed as exc:
             return self._failed(batch, exc)
         finally:
@@ -367,12 +367,17 @@ class LogShipper:
     def _failed(self, batch: _Batch, exc: SendFailed) -> bool:
         if batch.abandoned:
             return True
-        if exc.failure is Failure.UNORDERED and self._ordered:
-            self._ordered = False
-            self._warn_once(
-                f"topic {self.config.topic!r} takes no FIFO messages ({exc}); records are sent without a message "
-                "group from now on, so consumers must order them by their 'seq' (or make the topic FIFO/MIXED)"
-            )
+        if exc.failure is Failure.UNORDERED and self._ordering is not Ordering.NONE:
+            if self._ordering is Ordering.GROUP:
+                # a NORMAL topic: the process's records keep their order in one queue (RocketMQ 4 partition order);
+                # nothing to warn about, and no logging from the shipper (it may be the root logger's handler)
+                self._ordering = Ordering.QUEUE
+            else:
+                self._ordering = Ordering.NONE
+                self._warn_once(
+                    f"topic {self.config.topic!r} takes neither FIFO messages nor a chosen queue ({exc}); records "
+                    "are sent unordered from now on, so consumers must order them by their 'seq'"
+                )
             self._pending = batch if batch.from_memory else None
             return False
         if exc.failure is Failure.DROP:

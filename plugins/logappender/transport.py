@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from enum import Enum
 from typing import IO, Any, Protocol
 
@@ -38,12 +39,20 @@ COMPRESS_OVER = 4096  # RocketMQ's compressMsgBodyOverHowmuch
 RELAY_START_TIMEOUT_S = 30.0
 
 
+class Ordering(Enum):
+    """How the records of one process keep their order on the broker."""
+
+    GROUP = "group"  # one message group per process (FIFO/MIXED topics)
+    QUEUE = "queue"  # one queue per process, chosen by pid (NORMAL topics: RocketMQ 4 partition order)
+    NONE = "none"  # consumers order by the records' ``seq``
+
+
 class Failure(Enum):
     """What the sender does with a batch whose send failed."""
 
     RETRY = "retry"  # the broker is unreachable or busy: back off and try again (or spool)
     DROP = "drop"  # the broker refused the records themselves: retrying cannot help
-    UNORDERED = "unordered"  # the topic takes no FIFO messages: send again without a message group
+    UNORDERED = "unordered"  # the topic refuses this ordering: send again with the next one (GROUP, QUEUE, NONE)
 
 
 class SendFailed(Exception):
@@ -54,18 +63,22 @@ class SendFailed(Exception):
 
 def classify(exc: BaseException) -> Failure:
     if isinstance(exc, oms.OMSException):
-        if exc.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE:
-            return Failure.UNORDERED
+        if exc.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE or isinstance(exc, oms.OMSNotSupportedException):
+            return Failure.UNORDERED  # no FIFO messages here, or no queue choice (a broker without SendBatch)
         if isinstance(exc, oms.OMSMessageFormatException):
             return Failure.DROP
     return Failure.RETRY
 
 
 class Transport(Protocol):
-    def send(self, messages: list[OutMessage], timeout: float, ordered: bool) -> None:
+    def send(self, messages: list[OutMessage], timeout: float, ordering: Ordering) -> None:
         """Store every message or raise ``SendFailed``."""
 
     def close(self) -> None: ...
+
+
+def _queue_of_process(queues: Sequence[oms.MessageQueue], message: oms.BytesMessage, pid: Any) -> oms.MessageQueue:
+    return queues[pid % len(queues)]
 
 
 def message_group(config: AppenderConfig, pid: int) -> str:
@@ -106,7 +119,7 @@ class OmsTransport:
             self._ap = ap
         return self._producer
 
-    def to_oms(self, m: OutMessage, ordered: bool) -> oms.BytesMessage:
+    def to_oms(self, m: OutMessage, ordering: Ordering) -> oms.BytesMessage:
         props = dict(self._props)
         props[PROP_LOGGER] = m.logger
         props[PROP_RECORDS] = str(m.count)
@@ -116,14 +129,18 @@ class OmsTransport:
             self.config.topic,
             tags=m.tag,
             keys=list(m.keys) or None,
-            sharding_key=self._group if ordered else None,
+            sharding_key=self._group if ordering is Ordering.GROUP else None,
             user_headers=props,
         )
 
-    def send(self, messages: list[OutMessage], timeout: float, ordered: bool) -> None:
+    def send(self, messages: list[OutMessage], timeout: float, ordering: Ordering) -> None:
         try:
             producer = self._ensure()
-            producer.send_batch([self.to_oms(m, ordered) for m in messages], timeout=timeout)
+            batch = [self.to_oms(m, ordering) for m in messages]
+            if ordering is Ordering.QUEUE:
+                producer.send_batch(batch, timeout=timeout, selector=_queue_of_process, arg=self.pid)
+            else:
+                producer.send_batch(batch, timeout=timeout)
         except Exception as exc:
             raise SendFailed(classify(exc), str(exc)) from exc
 
@@ -198,12 +215,12 @@ class RelayTransport:
         self._proc = proc
         return proc
 
-    def send(self, messages: list[OutMessage], timeout: float, ordered: bool) -> None:
+    def send(self, messages: list[OutMessage], timeout: float, ordering: Ordering) -> None:
         with self._lock:
             try:
                 proc = self._ensure()
                 assert proc.stdin is not None and proc.stdout is not None
-                write_frame(proc.stdin, {"messages": [m.to_json() for m in messages], "ordered": ordered})
+                write_frame(proc.stdin, {"messages": [m.to_json() for m in messages], "ordering": ordering.value})
                 # the relay's own send deadline, plus its start-up the first time
                 ready, _, _ = select.select([proc.stdout], [], [], timeout + RELAY_START_TIMEOUT_S)
                 answer = read_frame(proc.stdout) if ready else None

@@ -143,6 +143,11 @@ def test_selector_sends_to_a_normal_topic_keep_rocketmq4_partition_order(shared_
             assert not m.system_properties.HasField("message_group")  # a plain message, as RocketMQ 4 stores it
             seen[order_id].append(m.body.decode())
     assert seen == sent  # each queue read in order gives each order's steps in order
+    batch = [oms.BytesMessage(f"9:b{i}", topic) for i in range(5)]  # RocketMQ's send(msgs, mq): one queue, in order
+    results = producer.send_batch(batch, selector=by_order_id, arg=9)
+    assert {r.queue.queue_id for r in results} == {1}
+    in_q1 = [m.body for m in pull_all(shared_broker.addr, topic)[1] if m.body.startswith(b"9:")]
+    assert in_q1 == [f"9:b{i}".encode() for i in range(5)]
     big = b"compressible " * 1000  # over the compression threshold: a plain message cannot carry it compressed
     with pytest.raises(oms.OMSNotSupportedException, match="compress"):
         producer.send(oms.BytesMessage(big, topic), selector=by_order_id, arg=1)

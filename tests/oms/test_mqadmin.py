@@ -156,6 +156,12 @@ def test_progress_reset_and_message_queries(cluster):
     reset = ok_json("resetOffsetByTime", *n, "-g", group, "-t", topic, "-s", "0")
     assert sum(r["offset"] for r in reset["offsets"]) == 0
     assert ok_json("consumerProgress", *n, "-g", group)["total_lag"] == 6
+    ok("updateSubGroup", *n, "-g", group)  # a subscription group of the cluster, as a consumer's start makes one
+    every = {p["group"]: p for p in ok_json("consumerProgress", *n)}  # no -g: every group, as RocketMQ lists them
+    assert group in every and sum(q["lag"] for q in every[group]["queues"]) == 6
+    summary = ok("consumerProgress", *n)
+    assert summary.splitlines()[0].split()[:2] == ["#Group", "#Topics"]
+    assert any(line.split()[0] == group and line.split()[-1] == "6" for line in summary.splitlines()[1:])
 
     rows = ok("queryMsgByKey", *n, "-t", topic, "-k", "ck").splitlines()
     assert rows[0].startswith("#Message ID") and len(rows) == 7

@@ -5,6 +5,7 @@ Served on the broker's gRPC port; topic changes re-register with the name server
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -265,10 +266,20 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                 if m is not None and m.msg_id == msg_id:
                     found.append(m)
             if not found:
-                if not request.topic:
-                    raise MQError(Code.MESSAGE_NOT_FOUND, f"no message with offset id {msg_id!r}; pass a topic")
-                found = self.ctx.store.query_message(request.topic, msg_id, MAX_QUERY_MESSAGES, 0, _now_ms())
-                found = [m for m in found if m.unique_id == msg_id]
+                # a producer's id is indexed under topic#id: without a topic, every topic of this broker is asked
+                # (a hash-slot read each), so the id a producer printed is enough, as users expect
+                topics = [request.topic] if request.topic else self.ctx.store.topics()
+                store = self.ctx.store
+                for topic in topics:
+                    found = [
+                        m
+                        for m in await asyncio.to_thread(
+                            store.query_message, topic, msg_id, MAX_QUERY_MESSAGES, 0, _now_ms()
+                        )
+                        if m.unique_id == msg_id
+                    ]
+                    if found:
+                        break
             if not found:
                 raise MQError(Code.MESSAGE_NOT_FOUND, f"no message with id {msg_id!r}")
             return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(m) for m in found])

@@ -68,9 +68,11 @@ def _ipv4(host: str) -> str | None:
     return str(ip) if ip.version == 4 else None
 
 
-def _host_tuple(host: str, fallback: tuple[str, int]) -> tuple[str, int]:
+def _host_tuple(host: str, peer: tuple[str, int]) -> tuple[str, int]:
+    """The address the client declares, with the port of its connection (v2 declares no port: ``ip:0`` told
+    ``queryMsgById`` readers nothing); the connection's address when the declaration is no IPv4 literal."""
     ip = _ipv4(host)
-    return (ip, 0) if ip is not None else fallback
+    return (ip, peer[1]) if ip is not None else peer
 
 
 def from_v2_message(

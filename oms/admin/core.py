@@ -481,12 +481,6 @@ class AdminCore:
         if topic:
             validated(validate_topic, topic, allow_system=True)
         offset_id = len(msg_id) == OFFSET_MSG_ID_LENGTH
-        if not offset_id and not topic:
-            raise OMSMessageFormatException(
-                Code.ILLEGAL_MESSAGE_ID,
-                f"{msg_id!r} is not an offset message id ({OFFSET_MSG_ID_LENGTH} hex characters); "
-                "give the topic to look up a producer's (unique) message id",
-            )
         brokers: list[Broker] = []
         if broker:
             brokers = [await self.broker_named([], broker)]

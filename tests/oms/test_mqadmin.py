@@ -174,6 +174,10 @@ def test_progress_reset_and_message_queries(cluster):
     assert "Body:             c0" in details and "Tags:             TagC" in details
     by_unique = ok_json("queryMsgById", *n, "-i", f"{sent[1].message_id},{sent[2].message_id}", "-t", topic)
     assert [v["body"] for v in by_unique] == ["c1", "c2"]
+    printed = ok("queryMsgById", *n, "-i", sent[3].message_id)  # the id a producer printed, no topic needed
+    assert "Body:             c3" in printed and f"Topic:            {topic}" in printed
+    born = re.search(r"^Born Host:\s+(\S+)$", printed, re.M)
+    assert born and not born.group(1).endswith(":0"), printed  # the producer's address and port, not ip:0
     at = ok_json(
         "queryMsgByOffset", *n, "-t", topic, "-b", first["broker_name"], "-i", "0", "-o", str(first["queue_offset"])
     )

@@ -16,7 +16,7 @@ class QueryMsgByIdSubCommand(SubCommand[list[m.MessageView]]):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-i", "--msgId", required=True, help="one id or several, comma-separated")
-        parser.add_argument("-t", "--topic", help="needed for a producer's (unique) message id")
+        parser.add_argument("-t", "--topic", help="narrows a producer's (unique) message id to one topic (faster)")
 
     def execute(self, args: argparse.Namespace, admin: Admin) -> list[m.MessageView]:
         views: list[m.MessageView] = []

@@ -165,7 +165,8 @@ class ReceiveEngine(EngineBase):
             try:
                 route = await self.core.routes.get(topic)
                 endpoints = sorted(route.endpoints(), key=str)
-                if not endpoints:
+                if not endpoints:  # no broker serves it yet: asked for again soon, like a missing topic
+                    self._pending_topics.add(topic)
                     continue
                 items = await self.calls.query_assignment(topic, random.choice(endpoints))
             except OMSException as exc:

@@ -196,9 +196,10 @@ def send_batch_request(wires: Sequence[WireMessage], queue_id: int = ANY_QUEUE) 
 
 
 def send_batch_results(
-    response: produce_pb2.SendBatchResponse, wires: Sequence[WireMessage], queue: RouteQueue
+    response: produce_pb2.SendBatchResponse, wires: Sequence[WireMessage], queue: RouteQueue, pinned: bool = False
 ) -> list[SendResult]:
-    """The results ``send_results`` would give for the same messages: the batch sits contiguously in one queue."""
+    """The results ``send_results`` would give for the same messages: the batch sits contiguously in one queue
+    (named when a selector chose it, else ``ANY_QUEUE`` as v2 results say)."""
     where = f"SendBatch to {queue.broker_name}"
     code = int(response.status.code)
     if code == 0:
@@ -211,7 +212,7 @@ def send_batch_results(
             Code.INTERNAL_ERROR, f"{where}: {len(response.commitlog_offsets)} results for {len(wires)} messages"
         )
     first = int(response.first_queue_offset)
-    queue_id = queue.queue.queue_id if partition_pinned(queue) else ANY_QUEUE
+    queue_id = queue.queue.queue_id if pinned else ANY_QUEUE
     return [
         SendResult(
             message_id=wire.message_id,
@@ -298,7 +299,7 @@ class Sender:
                     # Too large: a BatchCQ topic stores a batch as one record (bodies and properties within the
                     # broker's maxMessageSize) where v2 stores a record per message; v2's answer is the one to give.
                     if batched is not None and batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
-                        results = send_batch_results(batched, wires, queue)
+                        results = send_batch_results(batched, wires, queue, partition)
                 if results is None and partition:  # v2 would place the message in a queue of its own choosing
                     raise OMSNotSupportedException(
                         Code.NOT_IMPLEMENTED,

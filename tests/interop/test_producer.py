@@ -9,7 +9,9 @@ import pytest
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
 from rocketmq.grpc_protocol import definition_pb2
 
+import oms
 from tests.broker.v2client import raw_client
+from tests.waiting import wait_until
 
 
 def _message(topic: str, body: bytes, tag: str = "TagA", keys: str = "key-1") -> Message:
@@ -60,6 +62,9 @@ def test_official_producer_against_broker(broker):
 def test_official_producer_through_name_server(broker_factory):
     ns = broker_factory.namesrv()
     b = broker_factory.broker(ns)
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        # the port opens before the first registration lands: a route asked for in between names no broker
+        wait_until(lambda: len(rm.cluster_list()) == 1, 20, what="the broker registered with the name server")
     ids = _produce(ns.addr, "InteropNsT", n_sync=4, n_async=4)
     stored = _all_messages(b.addr, "InteropNsT")
     assert sorted(m.system_properties.message_id for m in stored) == sorted(ids)

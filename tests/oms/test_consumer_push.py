@@ -443,6 +443,8 @@ def test_a_consumer_started_before_its_topic_gets_it_without_waiting_a_rebalance
     broker_factory.broker(ns)  # through a name server the route exists before the broker has the topic
     topic = "OmsPushTopicLater"
     got: list[bytes] = []
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        wait_until(lambda: len(rm.cluster_list()) == 1, 20, what="the broker registered with the name server")
     with (
         caplog.at_level("DEBUG", logger="oms"),
         oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap,

@@ -9,7 +9,6 @@ import collections
 import pytest
 
 import oms
-from orbitmq.errors import Code
 from tests.oms.helpers import bodies, create_topic, pull_all
 from tests.waiting import wait_until
 
@@ -91,9 +90,9 @@ def test_ordered_sends_hooks_and_errors(shared_broker, access_point):
                     queue_of[order].add(r.queue.queue_id)
             last = await p.send(oms.BytesMessage(b"last", "OmsAioFifo"), selector=lambda qs, m, arg: qs[-1])
             assert last.queue.queue_id == 3
-            with pytest.raises(oms.OMSMessageFormatException) as err:
-                await p.send(oms.BytesMessage(b"y", "OmsAioNormal"), selector=oms.SelectMessageQueueByHash(), arg=1)
-            assert err.value.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+            # a NORMAL topic: the message is stored plain in the queue the selector chose (partition order)
+            pinned = await p.send(oms.BytesMessage(b"y", "OmsAioNormal"), selector=lambda qs, m, arg: qs[arg], arg=2)
+            assert pinned.queue.queue_id == 2
             with pytest.raises(oms.OMSMessageFormatException):
                 await p.send(oms.BytesMessage(b"badtag", "OmsAioFifo", tags="a|b"))
             with pytest.raises(oms.OMSMessageFormatException):  # one bad member: nothing of the batch is sent

@@ -5,6 +5,7 @@ The 32 upper-case hex characters are IPv4 (4 bytes), port (4 bytes) and commitlo
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 from dataclasses import dataclass
@@ -36,3 +37,11 @@ def decode_offset_message_id(msg_id: str) -> OffsetMessageId:
         raise MQError(Code.ILLEGAL_MESSAGE_ID, "offset message id must be hexadecimal") from exc
     ip, port, offset = _OFFSET_ID.unpack(raw)
     return OffsetMessageId(socket.inet_ntoa(ip), port, offset)
+
+
+_HEX = re.compile(r"[0-9A-Fa-f]+")
+
+
+def is_hex_id(msg_id: str) -> bool:
+    """Offset ids and unique ids (v4 UNIQ_KEY, v5 message ids) are all hexadecimal strings."""
+    return _HEX.fullmatch(msg_id) is not None

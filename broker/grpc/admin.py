@@ -17,7 +17,7 @@ from broker.grpc.errors import guarded
 from broker.store.message import MessageExt
 from broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.errors import Code, MQError
-from orbitmq.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id
+from orbitmq.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id, is_hex_id
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from orbitmq.route import TopicConfig, TopicMessageType
 from orbitmq.topics import is_system_topic
@@ -280,6 +280,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
                     ]
                     if found:
                         break
+            if not found and not is_hex_id(msg_id):
+                # ids our producers and RocketMQ's make are hex: a typo gets told so rather than "not found"
+                raise MQError(
+                    Code.ILLEGAL_MESSAGE_ID,
+                    f"message id {msg_id!r} is neither an offset id nor a unique id (both are hexadecimal)",
+                )
             if not found:
                 raise MQError(Code.MESSAGE_NOT_FOUND, f"no message with id {msg_id!r}")
             return admin_pb2.QueryMessageResponse(status=_ok(), messages=[_view(m) for m in found])

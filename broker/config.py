@@ -119,6 +119,13 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
         return [a.strip() for a in self.namesrvAddr.replace(",", ";").split(";") if a.strip()]
 
 
+# Keys ``mqadmin updateBrokerConfig`` may change on a running broker: the ones read where they are used (the rest
+# are copied into services at start and need broker.conf and a restart).
+RUNTIME_UPDATABLE_KEYS: frozenset[str] = frozenset(
+    {"maxDelayTimeMills", "longPollingMaxMs", "enableTopicMessageTypeCheck"}
+)
+
+
 @dataclass
 class BrokerSettings:
     """Everything one broker process needs: its own keys, its store's and its receive/ack (pop) service's."""

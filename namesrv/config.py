@@ -13,6 +13,9 @@ from orbitmq.config import ConfigError
 from orbitmq.net import EVERY_INTERFACE
 from orbitmq.tls import TlsConfig
 
+# Keys ``mqadmin updateNamesrvConfig`` may change on a running name server (the rest need namesrv.conf and a restart).
+RUNTIME_UPDATABLE_KEYS: frozenset[str] = frozenset({"brokerExpiredSeconds", "autoCreateTopicRouteEnable"})
+
 
 @dataclass
 class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py

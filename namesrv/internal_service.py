@@ -5,14 +5,16 @@ Status codes are v2 codes in the ``code`` field (OK = 20000); gRPC status stays 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2
 
+from namesrv.config import RUNTIME_UPDATABLE_KEYS, NamesrvConfig
 from namesrv.kv_config import KVConfigManager
 from namesrv.route_info import RouteInfoManager
 from orbitmq.cluster_auth import ClusterCredentials
+from orbitmq.config import ConfigError, apply_runtime_updates, config_strings
 from orbitmq.errors import MQError
 from orbitmq.logging import get_logger
 from orbitmq.proto import namesrv_pb2 as pb
@@ -43,11 +45,18 @@ class NameServerService(pb_grpc.NameServerServicer):
     """With ``credentials`` (ACL on) every write RPC must be signed with them; reads stay open, as in RocketMQ."""
 
     def __init__(
-        self, routes: RouteInfoManager, kv: KVConfigManager, credentials: ClusterCredentials | None = None
+        self,
+        routes: RouteInfoManager,
+        kv: KVConfigManager,
+        credentials: ClusterCredentials | None = None,
+        config: NamesrvConfig | None = None,
+        on_config_change: Callable[[], None] | None = None,
     ) -> None:
         self.routes = routes
         self.kv = kv
         self.credentials = credentials
+        self.config = config or NamesrvConfig()
+        self.on_config_change = on_config_change  # pushes runtime-updatable keys into the services that copied them
 
     def _refusal(self, context: Any, rpc: str) -> MQError | None:
         """None if the caller may write; else the UNAUTHORIZED error (logged with the caller's address)."""
@@ -164,3 +173,33 @@ class NameServerService(pb_grpc.NameServerServicer):
         if not self.kv.delete(request.namespace, request.key):
             return pb.SimpleResult(code=NOT_FOUND, message=f"no KV config {request.namespace}/{request.key}")
         return pb.SimpleResult(code=OK, message="OK")
+
+    async def UpdateBrokerWritePerm(self, request: pb.BrokerWritePermRequest, context: Any) -> pb.BrokerWritePermResult:
+        rpc = "AddWritePerm" if request.writable else "WipeWritePerm"
+        refused = self._refusal(context, rpc)
+        if refused is not None:
+            return pb.BrokerWritePermResult(code=refused.code, message=refused.message)
+        try:
+            count = self.routes.set_write_perm(request.broker_name, request.writable)
+        except KeyError:
+            return pb.BrokerWritePermResult(code=NOT_FOUND, message=f"no broker named {request.broker_name!r}")
+        log.info("broker write permission changed", broker=request.broker_name, writable=request.writable)
+        return pb.BrokerWritePermResult(code=OK, message="OK", topic_count=count)
+
+    async def GetNamesrvConfig(self, request: pb.NamesrvConfigRequest, context: Any) -> pb.NamesrvConfigResponse:
+        return pb.NamesrvConfigResponse(code=OK, message="OK", config=config_strings(self.config))
+
+    async def UpdateNamesrvConfig(self, request: pb.NamesrvConfigRequest, context: Any) -> pb.NamesrvConfigResponse:
+        refused = self._refusal(context, "UpdateNamesrvConfig")
+        if refused is not None:
+            return pb.NamesrvConfigResponse(code=refused.code, message=refused.message)
+        if not request.updates:
+            return pb.NamesrvConfigResponse(code=BAD_REQUEST, message="updates is empty: name at least one key")
+        try:
+            apply_runtime_updates(self.config, dict(request.updates), RUNTIME_UPDATABLE_KEYS)
+        except ConfigError as exc:
+            return pb.NamesrvConfigResponse(code=BAD_REQUEST, message=str(exc))
+        if self.on_config_change is not None:
+            self.on_config_change()
+        log.info("name server config updated at runtime", updates=dict(request.updates))
+        return pb.NamesrvConfigResponse(code=OK, message="OK", config=config_strings(self.config))

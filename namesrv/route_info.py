@@ -5,6 +5,7 @@ Mirrors RocketMQ's RouteInfoManager tables: topic -> queue data, broker name -> 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from orbitmq.route import (
     BrokerData,
     ClusterInfo,
     GroupPolicy,
+    PermName,
     QueueData,
     TopicMessageType,
     TopicRouteData,
@@ -58,6 +60,8 @@ class RouteInfoManager:
     broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
     cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
     broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
+    # broker names whose queues routes show read-only (wipeWritePerm), whatever their registrations say
+    write_wiped: set[str] = field(default_factory=set)
 
     # -- registration -------------------------------------------------------------------------------------------
 
@@ -189,7 +193,10 @@ class RouteInfoManager:
             broker = self.broker_addr_table.get(name)
             if broker is None:
                 continue
-            route.queue_datas.append(queues[name])
+            queue = queues[name]
+            if name in self.write_wiped:
+                queue = dataclasses.replace(queue, perm=int(queue.perm) & ~PermName.PERM_WRITE)
+            route.queue_datas.append(queue)
             route.broker_datas.append(BrokerData(broker.cluster, broker.broker_name, dict(broker.broker_addrs)))
         return route if route.queue_datas else None
 
@@ -201,7 +208,7 @@ class RouteInfoManager:
         route = TopicRouteData()
         template = self.topic_queue_table.get(AUTO_CREATE_TOPIC_KEY_TOPIC, {})
         for live in sorted(self.broker_live_table.values(), key=lambda b: b.broker_name):
-            if live.broker_id != MASTER_ID or not live.auto_create_topic_enable:
+            if live.broker_id != MASTER_ID or not live.auto_create_topic_enable or live.broker_name in self.write_wiped:
                 continue
             broker = self.broker_addr_table.get(live.broker_name)
             if broker is None:
@@ -219,6 +226,23 @@ class RouteInfoManager:
             )
             route.broker_datas.append(BrokerData(broker.cluster, broker.broker_name, dict(broker.broker_addrs)))
         return route if route.queue_datas else None
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """wipeWritePerm (``writable`` False) / addWritePerm: the number of topics whose route this changes.
+
+        The mark outlives the broker's re-registrations, so producers stay away until addWritePerm (or a restart of
+        this name server); the broker's own topic permissions are untouched."""
+        if broker_name not in self.broker_addr_table:
+            raise KeyError(broker_name)
+        if writable:
+            self.write_wiped.discard(broker_name)
+        else:
+            self.write_wiped.add(broker_name)
+        return sum(
+            1
+            for queues in self.topic_queue_table.values()
+            if broker_name in queues and queues[broker_name].perm & PermName.PERM_WRITE
+        )
 
     def group_policy(self, group: str) -> GroupPolicy | None:
         """A group's consume settings as the live masters report them (FIFO if any master says so)."""

@@ -70,14 +70,22 @@ class NameServer:
 
     async def start(self) -> int:
         server = guarded_server(grpc.aio.server(options=GRPC_OPTIONS))
-        pb_grpc.add_NameServerServicer_to_server(NameServerService(self.routes, self.kv, self.credentials), server)
+        messaging = NamesrvMessagingService(
+            self.routes,
+            self.hub,
+            self.config.autoCreateTopicRouteEnable,
+            broker_credentials=self.config.channel_credentials(),
+        )
+
+        def config_changed() -> None:
+            self.routes.broker_expired_s = self.config.brokerExpiredSeconds
+            messaging.auto_create_route = self.config.autoCreateTopicRouteEnable
+
+        pb_grpc.add_NameServerServicer_to_server(
+            NameServerService(self.routes, self.kv, self.credentials, self.config, config_changed), server
+        )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            NamesrvMessagingService(
-                self.routes,
-                self.hub,
-                self.config.autoCreateTopicRouteEnable,
-                broker_credentials=self.config.channel_credentials(),
-            ),
+            messaging,
             server,
         )
         bind = bind_target(self.config.host, self.config.listenPort)

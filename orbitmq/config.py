@@ -6,6 +6,7 @@ Config classes declare their fields in RocketMQ's camelCase spelling; this modul
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Mapping
@@ -97,3 +98,45 @@ def startup_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"cannot open {exc.filename}: {exc.strerror}"
     return str(exc) or type(exc).__name__
+
+
+SECRET_KEY_MARKERS = ("credentials", "secret", "password")  # config keys whose values are never shown
+MASKED = "******"
+
+
+def config_strings(*configs: Any) -> dict[str, str]:
+    """Every field of the config dataclasses as ``key -> text`` (getBrokerConfig/getNamesrvConfig); secrets masked."""
+    out: dict[str, str] = {}
+    for config in configs:
+        for f in dataclasses.fields(config):
+            value = getattr(config, f.name)
+            text = str(value.value if isinstance(value, enum.Enum) else value)
+            if text and any(marker in f.name.lower() for marker in SECRET_KEY_MARKERS):
+                text = MASKED
+            out[f.name] = "true" if value is True else "false" if value is False else text
+    return out
+
+
+def apply_runtime_updates(config: Any, updates: Mapping[str, str], live_keys: frozenset[str]) -> None:
+    """Set ``updates`` on ``config`` in place, converting each value as a config file's would be.
+
+    Only ``live_keys`` (read where used, not copied at start) may change; anything else raises ConfigError naming
+    the key, and nothing is changed unless every update is valid.
+    """
+    names = {f.name for f in dataclasses.fields(config)}
+    hints = typing.get_type_hints(type(config))
+    converted: dict[str, Any] = {}
+    for key, raw in updates.items():
+        if key not in names:
+            raise ConfigError(f"unknown config key {key!r}")
+        if key not in live_keys:
+            raise ConfigError(
+                f"{key} is read at start only: set it in the config file and restart "
+                f"(changeable at runtime: {', '.join(sorted(live_keys))})"
+            )
+        value = _convert(key, raw, hints[key])
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ConfigError(f"config key {key!r}: must be >= 0, got {raw!r}")
+        converted[key] = value
+    for key, value in converted.items():
+        setattr(config, key, value)

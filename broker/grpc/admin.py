@@ -10,18 +10,26 @@ import time
 from typing import Any
 
 import grpc
+from google.protobuf import json_format
+from rocketmq.grpc_protocol import definition_pb2
 
 from broker import access
+from broker.config import RUNTIME_UPDATABLE_KEYS
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.store.message import MessageExt
 from broker.subscription_group_manager import SubscriptionGroupConfig
+from orbitmq.config import ConfigError, apply_runtime_updates, config_strings
 from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
 from orbitmq.msgid import OFFSET_MSG_ID_LENGTH, decode_offset_message_id, is_hex_id
 from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from orbitmq.route import TopicConfig, TopicMessageType
 from orbitmq.topics import is_system_topic
+from orbitmq.v2.telemetry import ClientInfo
 from orbitmq.validation import validate_group, validate_topic
+
+log = get_logger("broker.admin")
 
 MAX_QUERY_MESSAGES = 64
 
@@ -347,6 +355,101 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             return admin_pb2.BrokerRuntimeInfoResponse(status=_ok(), info=info)
 
         return await guarded("BrokerRuntimeInfo", admin_pb2.BrokerRuntimeInfoResponse, run, _status)
+
+    # ------------------------------------------------------------------ clients, offsets, config
+    async def ClientConnections(self, request: Any, context: Any) -> admin_pb2.ClientConnectionsResponse:
+        async def run() -> admin_pb2.ClientConnectionsResponse:
+            access.check_admin(self.ctx.plugins, context, "ClientConnections", self.ctx.broker_name)
+            hub = self.ctx.telemetry
+            rows = [
+                _connection(c, hub.idle_ms(c))
+                for c in hub.clients(group=request.group or None)
+                if c.client_type and c.is_producer == request.producers and _declares(c, request.topic)
+            ]
+            rows.sort(key=lambda r: (r.group, r.client_id))
+            return admin_pb2.ClientConnectionsResponse(status=_ok(), connections=rows)
+
+        return await guarded("ClientConnections", admin_pb2.ClientConnectionsResponse, run, _status)
+
+    async def UpdateConsumerOffsets(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
+        async def run() -> admin_pb2.StatusResponse:
+            access.check_admin(self.ctx.plugins, context, "UpdateConsumerOffsets", self.ctx.broker_name)
+            validate_group(request.group)
+            tc = self._topic(request.topic)
+            store = self.ctx.store
+            for qid, offset in request.offsets.items():  # every offset is checked before any is written
+                if not 0 <= qid < tc.read_queue_nums:
+                    raise MQError(
+                        Code.BAD_REQUEST, f"queue id {qid} of {tc.topic_name!r}: must be in [0, {tc.read_queue_nums})"
+                    )
+                high = store.get_max_offset_in_queue(tc.topic_name, qid)
+                if not 0 <= offset <= high:
+                    raise MQError(
+                        Code.BAD_REQUEST, f"offset {offset} of {tc.topic_name!r} queue {qid}: must be in [0, {high}]"
+                    )
+            for qid, offset in request.offsets.items():
+                self.ctx.offsets.set_reset_offset(request.group, tc.topic_name, qid, offset)
+            self.ctx.offsets.persist()
+            return admin_pb2.StatusResponse(status=_ok())
+
+        return await guarded("UpdateConsumerOffsets", admin_pb2.StatusResponse, run, _status)
+
+    async def GetBrokerConfig(self, request: Any, context: Any) -> admin_pb2.BrokerConfigResponse:
+        async def run() -> admin_pb2.BrokerConfigResponse:
+            access.check_admin(self.ctx.plugins, context, "GetBrokerConfig", self.ctx.broker_name)
+            return admin_pb2.BrokerConfigResponse(status=_ok(), config=self._config_strings())
+
+        return await guarded("GetBrokerConfig", admin_pb2.BrokerConfigResponse, run, _status)
+
+    async def UpdateBrokerConfig(self, request: Any, context: Any) -> admin_pb2.BrokerConfigResponse:
+        async def run() -> admin_pb2.BrokerConfigResponse:
+            access.check_admin(self.ctx.plugins, context, "UpdateBrokerConfig", self.ctx.broker_name)
+            if not request.updates:
+                raise MQError(Code.BAD_REQUEST, "updates is empty: name at least one key")
+            try:
+                apply_runtime_updates(self.ctx.config, dict(request.updates), RUNTIME_UPDATABLE_KEYS)
+            except ConfigError as exc:
+                raise MQError(Code.BAD_REQUEST, str(exc)) from exc
+            log.info("broker config updated at runtime", updates=dict(request.updates))
+            return admin_pb2.BrokerConfigResponse(status=_ok(), config=self._config_strings())
+
+        return await guarded("UpdateBrokerConfig", admin_pb2.BrokerConfigResponse, run, _status)
+
+    def _config_strings(self) -> dict[str, str]:
+        return config_strings(self.ctx.config, self.ctx.store.config)
+
+
+def _declares(client: ClientInfo, topic: str) -> bool:
+    if not topic:
+        return True
+    settings = client.settings
+    if settings is None:
+        return topic in client.topics
+    if settings.HasField("subscription"):
+        return any(s.topic.name == topic for s in settings.subscription.subscriptions)
+    return any(t.name == topic for t in settings.publishing.topics)
+
+
+def _connection(client: ClientInfo, idle_ms: int) -> admin_pb2.ClientConnection:
+    meta, settings = client.meta, client.settings
+    row = admin_pb2.ClientConnection(
+        client_id=client.client_id,
+        client_type=definition_pb2.ClientType.Name(client.client_type),
+        address=meta.peer_address if meta else "",
+        language=meta.language if meta else "",
+        version=meta.client_version if meta else "",
+        group=client.group,
+        last_heartbeat_ms_ago=idle_ms,
+        connected=client.connected,
+    )
+    if settings is not None:
+        row.settings_json = json_format.MessageToJson(settings, indent=None)
+        if settings.HasField("subscription"):
+            for sub in settings.subscription.subscriptions:
+                row.subscriptions[sub.topic.name] = sub.expression.expression or "*"
+        else:
+            row.topics.extend(t.name for t in settings.publishing.topics)
+    return row
 
 
 def _now_ms() -> int:

@@ -146,7 +146,7 @@ class AdminCore:
         check(response.status.code, response.status.message, what)
         return response
 
-    async def _namesrv(self, call: UnaryCall[R], request: Message, method: str) -> R:
+    async def namesrv_call(self, call: UnaryCall[R], request: Message, method: str) -> R:
         what = f"{method} to name server {self.runtime.access_point}"
         response: Any = await self.invoke(call, request, what)
         check(response.code, response.message, what)
@@ -154,7 +154,7 @@ class AdminCore:
 
     async def _cluster_info(self) -> Any:
         stub = self.namesrv_stub()
-        return await self._namesrv(stub.GetBrokerClusterInfo, ns_pb.GetClusterInfoRequest(), "GetBrokerClusterInfo")
+        return await self.namesrv_call(stub.GetBrokerClusterInfo, ns_pb.GetClusterInfoRequest(), "GetBrokerClusterInfo")
 
     async def uses_namesrv(self) -> bool:
         """True when the access point is a name server; False when it lists brokers (they lack that service)."""
@@ -354,7 +354,7 @@ class AdminCore:
     async def list_topics(self, cluster: str | None) -> list[str]:
         if cluster is None and await self.uses_namesrv():
             stub = self.namesrv_stub()
-            response = await self._namesrv(stub.GetAllTopicList, ns_pb.GetAllTopicListRequest(), "GetAllTopicList")
+            response = await self.namesrv_call(stub.GetAllTopicList, ns_pb.GetAllTopicListRequest(), "GetAllTopicList")
             return sorted(set(response.topics))
         return sorted({t.topic for t in await self.topic_configs(await self.targets(cluster, None))})
 
@@ -362,7 +362,7 @@ class AdminCore:
         validated(validate_topic, topic, allow_system=True)
         if await self.uses_namesrv():
             request = ns_pb.GetRouteInfoRequest(topic=topic)
-            r = await self._namesrv(self.namesrv_stub().GetRouteInfoByTopic, request, "GetRouteInfoByTopic")
+            r = await self.namesrv_call(self.namesrv_stub().GetRouteInfoByTopic, request, "GetRouteInfoByTopic")
             queue_datas = tuple(
                 m.QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.message_type or "NORMAL")
                 for q in r.queue_datas

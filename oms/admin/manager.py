@@ -10,6 +10,8 @@ from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 from oms.admin import models as m
+from oms.admin import servers
+from oms.admin.clients import client_connections
 from oms.admin.configs import (
     DEFAULT_PERM,
     DEFAULT_QUEUE_NUMS,
@@ -20,6 +22,7 @@ from oms.admin.configs import (
 )
 from oms.admin.core import MAX_QUERY_NUM, AdminCore
 from oms.admin.dead_letters import resend_dead_letter
+from oms.admin.offsets import clone_group_offset, skip_accumulated
 from oms.client.core import Runtime
 from oms.context import ClientContext
 from oms.errors import OMSException
@@ -300,6 +303,71 @@ class ResourceManager(ClientLifecycle[AdminCore]):
         The resent message keeps its message id, body, tag, keys and properties; the DLQ copy is left in place.
         """
         result: m.ResendResult = self._run(resend_dead_letter, group, msg_id, broker, offset, queue_id)
+        return result
+
+    # -- clients ------------------------------------------------------------------------------------------------
+
+    def client_connections(
+        self, *, group: str | None = None, topic: str | None = None, producers: bool = False
+    ) -> list[m.ClientConnection]:
+        """Consumers (or ``producers``) the brokers heard from, of ``group`` and/or ``topic``; gRPC clients included."""
+        result: list[m.ClientConnection] = self._run(client_connections, group, topic, producers)
+        return result
+
+    # -- offsets: chosen positions -------------------------------------------------------------------------------
+
+    def clone_group_offset(self, source: str, target: str, topic: str) -> list[m.OffsetChange]:
+        """Commit for ``target`` the offsets ``source`` committed on ``topic``."""
+        result: list[m.OffsetChange] = self._run(clone_group_offset, source, target, topic)
+        return result
+
+    def skip_accumulated(self, group: str, topic: str) -> list[m.OffsetChange]:
+        """Commit the end of every queue of ``topic`` for ``group``: its backlog is skipped."""
+        result: list[m.OffsetChange] = self._run(skip_accumulated, group, topic)
+        return result
+
+    # -- servers' configuration ----------------------------------------------------------------------------------
+
+    def broker_config(self, *, cluster: str | None = None, broker: str | None = None) -> dict[str, dict[str, str]]:
+        """``{broker address: {key: value}}`` of the target brokers (secrets masked)."""
+        result: dict[str, dict[str, str]] = self._run(servers.broker_configs, cluster, broker)
+        return result
+
+    def update_broker_config(
+        self, updates: Mapping[str, str], *, cluster: str | None = None, broker: str | None = None
+    ) -> dict[str, dict[str, str]]:
+        """Change keys a running broker reads where it uses them; others are refused (BAD_REQUEST) naming the key."""
+        result: dict[str, dict[str, str]] = self._run(servers.broker_configs, cluster, broker, dict(updates))
+        return result
+
+    def namesrv_config(self) -> dict[str, dict[str, str]]:
+        result: dict[str, dict[str, str]] = self._run(servers.namesrv_configs)
+        return result
+
+    def update_namesrv_config(self, updates: Mapping[str, str]) -> dict[str, dict[str, str]]:
+        result: dict[str, dict[str, str]] = self._run(servers.namesrv_configs, dict(updates))
+        return result
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """Set a KV config entry on every name server; returns their addresses."""
+        result: list[str] = self._run(servers.put_kv_config, namespace, key, value)
+        return result
+
+    def get_kv_config(self, namespace: str, key: str) -> str:
+        result: str = self._run(servers.get_kv_config, namespace, key)
+        return result
+
+    def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        result: list[str] = self._run(servers.delete_kv_config, namespace, key)
+        return result
+
+    def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Routes show ``broker_name`` read-only on every name server (drain it before a stop)."""
+        result: dict[str, int] = self._run(servers.set_broker_write_perm, broker_name, False)
+        return result
+
+    def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        result: dict[str, int] = self._run(servers.set_broker_write_perm, broker_name, True)
         return result
 
     def __repr__(self) -> str:

@@ -240,6 +240,34 @@ def _body_json(body: bytes) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class ClientConnection:
+    """A producer or consumer a broker knows from its heartbeats and declared settings (gRPC clients included)."""
+
+    broker_name: str
+    client_id: str
+    client_type: str  # PRODUCER, PUSH_CONSUMER, SIMPLE_CONSUMER, ...
+    address: str
+    language: str
+    version: str
+    group: str
+    subscriptions: Mapping[str, str] = field(default_factory=dict, hash=False)  # topic -> filter expression
+    topics: tuple[str, ...] = ()  # producers' declared topics
+    last_heartbeat_ms_ago: int = 0
+    connected: bool = False  # a Telemetry stream is open
+    settings_json: str = ""
+
+
+@dataclass(frozen=True)
+class OffsetChange:
+    """An offset committed for a group by cloneGroupOffset / skipAccumulatedMessage."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+@dataclass(frozen=True)
 class Broker:
     """A broker the resource manager talks to: its cluster, broker name and gRPC address."""
 

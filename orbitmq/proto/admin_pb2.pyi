@@ -318,3 +318,99 @@ class BrokerRuntimeInfoResponse(_message.Message):
     status: Status
     info: _containers.ScalarMap[str, str]
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ClientConnectionsRequest(_message.Message):
+    __slots__ = ("group", "topic", "producers")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    producers: bool
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., producers: _Optional[bool] = ...) -> None: ...
+
+class ClientConnection(_message.Message):
+    __slots__ = ("client_id", "client_type", "address", "language", "version", "group", "subscriptions", "topics", "last_heartbeat_ms_ago", "connected", "settings_json")
+    class SubscriptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    client_type: str
+    address: str
+    language: str
+    version: str
+    group: str
+    subscriptions: _containers.ScalarMap[str, str]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    last_heartbeat_ms_ago: int
+    connected: bool
+    settings_json: str
+    def __init__(self, client_id: _Optional[str] = ..., client_type: _Optional[str] = ..., address: _Optional[str] = ..., language: _Optional[str] = ..., version: _Optional[str] = ..., group: _Optional[str] = ..., subscriptions: _Optional[_Mapping[str, str]] = ..., topics: _Optional[_Iterable[str]] = ..., last_heartbeat_ms_ago: _Optional[int] = ..., connected: _Optional[bool] = ..., settings_json: _Optional[str] = ...) -> None: ...
+
+class ClientConnectionsResponse(_message.Message):
+    __slots__ = ("status", "connections")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    connections: _containers.RepeatedCompositeFieldContainer[ClientConnection]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., connections: _Optional[_Iterable[_Union[ClientConnection, _Mapping]]] = ...) -> None: ...
+
+class UpdateConsumerOffsetsRequest(_message.Message):
+    __slots__ = ("group", "topic", "offsets")
+    class OffsetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topic: str
+    offsets: _containers.ScalarMap[int, int]
+    def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
+
+class BrokerConfigRequest(_message.Message):
+    __slots__ = ("updates",)
+    class UpdatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.ScalarMap[str, str]
+    def __init__(self, updates: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class BrokerConfigResponse(_message.Message):
+    __slots__ = ("status", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...

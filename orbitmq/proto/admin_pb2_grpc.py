@@ -99,6 +99,26 @@ class AdminStub:
                 request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.SerializeToString,
                 response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.FromString,
                 _registered_method=True)
+        self.ClientConnections = channel.unary_unary(
+                '/orbitmq.admin.Admin/ClientConnections',
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.ClientConnectionsRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.ClientConnectionsResponse.FromString,
+                _registered_method=True)
+        self.UpdateConsumerOffsets = channel.unary_unary(
+                '/orbitmq.admin.Admin/UpdateConsumerOffsets',
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.UpdateConsumerOffsetsRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.StatusResponse.FromString,
+                _registered_method=True)
+        self.GetBrokerConfig = channel.unary_unary(
+                '/orbitmq.admin.Admin/GetBrokerConfig',
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.FromString,
+                _registered_method=True)
+        self.UpdateBrokerConfig = channel.unary_unary(
+                '/orbitmq.admin.Admin/UpdateBrokerConfig',
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -182,6 +202,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClientConnections(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateConsumerOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBrokerConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateBrokerConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +293,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.BrokerRuntimeInfo,
                     request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.FromString,
                     response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.SerializeToString,
+            ),
+            'ClientConnections': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClientConnections,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.ClientConnectionsRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.ClientConnectionsResponse.SerializeToString,
+            ),
+            'UpdateConsumerOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConsumerOffsets,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.UpdateConsumerOffsetsRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.StatusResponse.SerializeToString,
+            ),
+            'GetBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerConfig,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.SerializeToString,
+            ),
+            'UpdateBrokerConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateBrokerConfig,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +666,114 @@ class Admin:
             '/orbitmq.admin.Admin/BrokerRuntimeInfo',
             orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoRequest.SerializeToString,
             orbitmq_dot_proto_dot_admin__pb2.BrokerRuntimeInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClientConnections(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.admin.Admin/ClientConnections',
+            orbitmq_dot_proto_dot_admin__pb2.ClientConnectionsRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.ClientConnectionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateConsumerOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.admin.Admin/UpdateConsumerOffsets',
+            orbitmq_dot_proto_dot_admin__pb2.UpdateConsumerOffsetsRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.admin.Admin/GetBrokerConfig',
+            orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateBrokerConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.admin.Admin/UpdateBrokerConfig',
+            orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -215,3 +215,51 @@ class KVConfigResponse(_message.Message):
     message: str
     value: str
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class BrokerWritePermRequest(_message.Message):
+    __slots__ = ("broker_name", "writable")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    WRITABLE_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    writable: bool
+    def __init__(self, broker_name: _Optional[str] = ..., writable: _Optional[bool] = ...) -> None: ...
+
+class BrokerWritePermResult(_message.Message):
+    __slots__ = ("code", "message", "topic_count")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_COUNT_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    topic_count: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., topic_count: _Optional[int] = ...) -> None: ...
+
+class NamesrvConfigRequest(_message.Message):
+    __slots__ = ("updates",)
+    class UpdatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.ScalarMap[str, str]
+    def __init__(self, updates: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class NamesrvConfigResponse(_message.Message):
+    __slots__ = ("code", "message", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...

@@ -79,6 +79,21 @@ class NameServerStub:
                 request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
                 response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
                 _registered_method=True)
+        self.UpdateBrokerWritePerm = channel.unary_unary(
+                '/orbitmq.namesrv.NameServer/UpdateBrokerWritePerm',
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerWritePermRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerWritePermResult.FromString,
+                _registered_method=True)
+        self.GetNamesrvConfig = channel.unary_unary(
+                '/orbitmq.namesrv.NameServer/GetNamesrvConfig',
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigResponse.FromString,
+                _registered_method=True)
+        self.UpdateNamesrvConfig = channel.unary_unary(
+                '/orbitmq.namesrv.NameServer/UpdateNamesrvConfig',
+                request_serializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigResponse.FromString,
+                _registered_method=True)
 
 
 class NameServerServicer:
@@ -141,6 +156,24 @@ class NameServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateBrokerWritePerm(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetNamesrvConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateNamesrvConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameServerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -188,6 +221,21 @@ def add_NameServerServicer_to_server(servicer, server):
                     servicer.DeleteKVConfig,
                     request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.FromString,
                     response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.SerializeToString,
+            ),
+            'UpdateBrokerWritePerm': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateBrokerWritePerm,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerWritePermRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.BrokerWritePermResult.SerializeToString,
+            ),
+            'GetNamesrvConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNamesrvConfig,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigResponse.SerializeToString,
+            ),
+            'UpdateNamesrvConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateNamesrvConfig,
+                    request_deserializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -433,6 +481,87 @@ class NameServer:
             '/orbitmq.namesrv.NameServer/DeleteKVConfig',
             orbitmq_dot_proto_dot_namesrv__pb2.KVConfigRequest.SerializeToString,
             orbitmq_dot_proto_dot_namesrv__pb2.SimpleResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateBrokerWritePerm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.namesrv.NameServer/UpdateBrokerWritePerm',
+            orbitmq_dot_proto_dot_namesrv__pb2.BrokerWritePermRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.BrokerWritePermResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetNamesrvConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.namesrv.NameServer/GetNamesrvConfig',
+            orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateNamesrvConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.namesrv.NameServer/UpdateNamesrvConfig',
+            orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigRequest.SerializeToString,
+            orbitmq_dot_proto_dot_namesrv__pb2.NamesrvConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,14 @@ class ClientMeta:
         return self.client_id
 
     @property
+    def peer_address(self) -> str:
+        """``host:port`` of the peer, without gRPC's ``ipv4:``/``ipv6:`` scheme (what mqadmin shows as Addr)."""
+        for prefix in ("ipv4:", "ipv6:"):
+            if self.peer.startswith(prefix):
+                return self.peer[len(prefix) :].replace("%5B", "[").replace("%5D", "]")
+        return self.peer
+
+    @property
     def peer_host(self) -> str:
         """The peer's host from a gRPC peer string such as ``ipv4:127.0.0.1:5555``."""
         peer = self.peer

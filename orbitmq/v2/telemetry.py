@@ -127,6 +127,10 @@ class TelemetryHub:
             if (group is None or c.group == group) and (client_type is None or c.client_type == client_type)
         ]
 
+    def idle_ms(self, client: ClientInfo) -> int:
+        """Milliseconds since the client was last heard from (heartbeat, settings or stream)."""
+        return max(0, int((self._clock() - client.last_seen) * 1000))
+
     def client(self, client_id: str) -> ClientInfo | None:
         return self._clients.get(client_id)
 

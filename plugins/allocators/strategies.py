@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from broker.hookspecs import QueueRef
+from orbitmq.allocation import average_block
 from plugins.allocators.base import (
     AllocateStrategy,
     AllocationError,
@@ -19,16 +20,6 @@ from plugins.allocators.base import (
 from plugins.allocators.consistent_hash import cached_ring
 
 DEFAULT_VIRTUAL_NODES = 10
-
-
-def average_block(mqs: Sequence[QueueRef], n_cids: int, index: int) -> list[QueueRef]:
-    """Member ``index``'s contiguous block of ``mqs`` when they are cut into ``n_cids`` nearly equal blocks.
-
-    The first ``len(mqs) % n_cids`` members take one queue more; with more members than queues the last
-    members get none (a queue is never shared). Same arithmetic as AllocateMessageQueueAveragely."""
-    base, extra = divmod(len(mqs), n_cids)
-    start = index * base + min(index, extra)
-    return list(mqs[start : start + base + (1 if index < extra else 0)])
 
 
 @dataclass(frozen=True)

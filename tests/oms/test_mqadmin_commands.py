@@ -18,12 +18,13 @@ from oms import mqadmin
 from oms.mqadmin.command import SubCommand
 from oms.mqadmin.registry import COMMANDS
 
-GROUPS = ("cluster", "topic", "group", "offset", "message")
+GROUPS = ("cluster", "broker", "namesrv", "topic", "group", "offset", "message")
 SHARED_FLAGS = ("--namesrvAddr", "--json", "--timeout", "--accessKey", "--secretKey", "--brokerAddr")
 
 
 def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """RocketMQ's command name as a module name: queryMsgById -> query_msg_by_id, allocateMQ -> allocate_mq."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
 def command_modules() -> dict[str, list[type[SubCommand[object]]]]:

@@ -1,4 +1,4 @@
-"""The subscription group table ``updateSubGroup`` and ``groupList`` print."""
+"""The tables group commands print: subscription groups (updateSubGroup, groupList) and client connections."""
 
 from __future__ import annotations
 
@@ -24,4 +24,23 @@ def group_table(infos: Sequence[m.GroupInfo], out: TextIO) -> None:
         for g in infos
     ]
     headers = ["Group", "Broker Name", "Consume", "Retry Max", "Orderly", "Broadcast", "Allocate", "Options"]
+    table(headers, rows, out)
+
+
+def connection_table(connections: Sequence[m.ClientConnection], out: TextIO) -> None:
+    """consumerConnection / producerConnection / consumerStatus: one row per client."""
+    rows = [
+        (
+            c.client_id,
+            c.client_type,
+            c.group or "-",
+            c.address or "-",
+            c.language or "-",
+            c.version or "-",
+            "yes" if c.connected else "no",
+            f"{c.last_heartbeat_ms_ago / 1000:.1f}s",
+        )
+        for c in connections
+    ]
+    headers = ["ClientId", "Type", "Group", "Addr", "Language", "Version", "Stream", "Last Seen"]
     table(headers, rows, out)

@@ -5,20 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from oms.consumer.pull import PullConsumer, PullStatus
-from oms.errors import OMSRuntimeException
-from oms.message import BytesMessage
 from oms.mqadmin.command import Admin, SubCommand, UsageError
-from oms.mqadmin.message.views import where
+from oms.mqadmin.message.reading import chosen_queues, read_queue
 from oms.mqadmin.options import parse_timestamp
 from oms.mqadmin.output import body_text, table
-from oms.queue import MessageQueue
-from orbitmq.errors import Code
 
 # RocketMQ defaults -g to its TOOLS_CONSUMER group, which the v2 protocol refuses to clients as a system group
 TOOLS_CONSUMER_GROUP = "mqadmin-tools-consumer"
 CONSUME_DEFAULT_COUNT = 128  # RocketMQ's consumeMessage -c default
-CONSUME_PULL_BATCH = 32
 
 
 class ConsumeMessageSubCommand(SubCommand[list[dict[str, Any]]]):
@@ -48,7 +42,7 @@ class ConsumeMessageSubCommand(SubCommand[list[dict[str, Any]]]):
             raise UsageError(f"-c must be positive, got {args.count}")
         rows: list[dict[str, Any]] = []
         with admin.access_point.create_pull_consumer(consumer_id=args.group, operation_timeout=args.timeout) as pc:
-            queues = _chosen_queues(pc, args)
+            queues = chosen_queues(pc, args.topic, args.brokerName, args.queueId)
             if args.offset is not None and len(queues) > 1:
                 raise UsageError(
                     "-o offset names one queue: give -b brokerName as well (the topic has several brokers)"
@@ -56,7 +50,16 @@ class ConsumeMessageSubCommand(SubCommand[list[dict[str, Any]]]):
             for queue in queues:
                 if len(rows) >= args.count:
                     break
-                rows.extend(_read_queue(pc, queue, args, args.count - len(rows)))
+                rows.extend(
+                    read_queue(
+                        pc,
+                        queue,
+                        args.count - len(rows),
+                        offset=args.offset,
+                        begin_ms=args.beginTimestamp,
+                        end_ms=args.endTimestamp,
+                    )
+                )
         return rows[: args.count]
 
     def render(self, result: list[dict[str, Any]], args: argparse.Namespace, out: TextIO) -> None:
@@ -77,65 +80,3 @@ class ConsumeMessageSubCommand(SubCommand[list[dict[str, Any]]]):
             out,
         )
         out.write(f"\n{len(result)} message(s)\n")
-
-
-def _chosen_queues(pc: PullConsumer, args: argparse.Namespace) -> list[MessageQueue]:
-    queues = sorted(pc.queues(args.topic))
-    chosen = [
-        q
-        for q in queues
-        if (args.brokerName is None or q.broker_name == args.brokerName)
-        and (args.queueId is None or q.queue_id == args.queueId)
-    ]
-    if not chosen:
-        raise OMSRuntimeException(
-            Code.BAD_REQUEST,
-            f"no readable queue {where(args.brokerName, args.queueId)} of topic {args.topic!r}; readable: "
-            + ", ".join(f"{q.broker_name}:{q.queue_id}" for q in queues),
-        )
-    return chosen
-
-
-def _read_queue(pc: PullConsumer, queue: MessageQueue, args: argparse.Namespace, limit: int) -> list[dict[str, Any]]:
-    """Up to ``limit`` messages of one queue between the start (-o, -s or its first) and the end (-e or its last)."""
-    if args.offset is not None:
-        offset = args.offset
-        low, high = pc.earliest_offset(queue), pc.latest_offset(queue)
-        if not low <= offset <= high:
-            raise OMSRuntimeException(
-                Code.ILLEGAL_OFFSET, f"offset {offset} is outside {queue}: it holds offsets {low} to {high - 1}"
-            )
-    elif args.beginTimestamp is not None:
-        offset = pc.offset_for_time(queue, args.beginTimestamp)
-    else:
-        offset = pc.earliest_offset(queue)
-    end = pc.offset_for_time(queue, args.endTimestamp) if args.endTimestamp is not None else None
-    end = pc.latest_offset(queue) if end is None else end
-    rows: list[dict[str, Any]] = []
-    while offset < end and len(rows) < limit:
-        result = pc.pull(queue, offset, min(CONSUME_PULL_BATCH, end - offset, limit - len(rows)))
-        if result.status is PullStatus.OFFSET_ILLEGAL:
-            raise OMSRuntimeException(
-                Code.ILLEGAL_OFFSET,
-                f"offset {offset} is outside {queue} (min {result.min_offset}, max {result.max_offset})",
-            )
-        rows.extend(_message_row(msg, queue) for msg in result.messages if (msg.queue_offset or 0) < end)
-        if result.next_offset <= offset:  # nothing more to read before the end
-            break
-        offset = result.next_offset
-    return rows
-
-
-def _message_row(message: BytesMessage, queue: MessageQueue) -> dict[str, Any]:
-    return {
-        "msg_id": message.message_id,
-        "topic": queue.topic,
-        "broker_name": queue.broker_name,
-        "queue_id": queue.queue_id,
-        "queue_offset": message.queue_offset,
-        "tags": message.tags,
-        "keys": message.keys,
-        "born_timestamp_ms": message.born_timestamp,
-        "store_timestamp_ms": message.store_timestamp,
-        "body": message.body,
-    }

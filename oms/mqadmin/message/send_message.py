@@ -1,4 +1,4 @@
-"""``sendMessage``: one message with an ``oms`` producer, optionally pinned to a broker's queue (FIFO topics)."""
+"""``sendMessage``: one message with an ``oms`` producer, optionally pinned to a broker and/or queue."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from orbitmq.errors import Code
 
 class SendMessageSubCommand(SubCommand[SendResult]):
     name = "sendMessage"
-    help = "Send one message (to a broker/queue on FIFO topics)."
+    help = "Send one message (optionally to one broker and/or queue)."
     short_broker_addr = False  # -b is the broker name
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -26,17 +26,15 @@ class SendMessageSubCommand(SubCommand[SendResult]):
         parser.add_argument("-p", "--body", required=True, help="message body (UTF-8)")
         parser.add_argument("-k", "--keys", help="message keys, comma-separated")
         parser.add_argument("-c", "--tags")
-        parser.add_argument("-b", "--brokerName", help="send to this broker (FIFO/MIXED topics: see docs/oms.md)")
-        parser.add_argument("-i", "--queueId", type=int, help="send to this queue id (FIFO/MIXED topics)")
+        parser.add_argument("-b", "--brokerName", help="send to this broker")
+        parser.add_argument("-i", "--queueId", type=int, help="send to this queue id")
 
     def execute(self, args: argparse.Namespace, admin: Admin) -> SendResult:
         keys = args.keys.split(",") if args.keys else None
         message = BytesMessage(args.body, args.topic, tags=args.tags, keys=keys)
         selector = None
         if args.brokerName is not None or args.queueId is not None:
-            # v2 SendMessage has no queue field for plain messages: the broker picks the queue unless the message
-            # carries a message group it hashes onto a queue, which only FIFO (or MIXED) topics accept. The producer
-            # raises MESSAGE_PROPERTY_CONFLICT_WITH_TYPE for other topics, with that explanation.
+            # a selector send: the chosen queue on any topic type (RocketMQ 4's partition order on NORMAL topics)
             selector = queue_selector(args.topic, args.brokerName, args.queueId)
         with admin.access_point.create_producer(operation_timeout=args.timeout) as producer:
             return producer.send(message, selector=selector)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import tempfile
+import zlib
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.store.index_file import IndexFile, IndexService, key_hash
+from broker.store.index_file import ENTRY, HEADER_SIZE, SLOT, IndexFile, IndexService, KeyHash, key_hash
 from broker.store.message import java_string_hash
 
 keys = st.text(alphabet="abcdefgh0123", min_size=1, max_size=6)
@@ -94,3 +95,42 @@ def test_full_file_refuses_and_service_rolls(tmp_path: Path) -> None:
 def test_slot_hash_is_javas_hash_of_topic_hash_key(topic: str, key: str) -> None:
     """The per-topic shortcut must give RocketMQ's hash of ``topic#key`` (UTF-16 units, astral characters too)."""
     assert key_hash(topic, key) == abs(java_string_hash(f"{topic}#{key}")) & 0x7FFFFFFF
+
+
+def test_upgraded_store_keeps_java_hash_files_and_writes_crc32_files(tmp_path: Path) -> None:
+    """Files named ``<millis>`` (RocketMQ's hash, written before the CRC32 files) keep answering queries after an
+    upgrade; new keys go to a new ``<millis>.crc32`` file at once, not into the old file's free space."""
+    base = 1_700_000_000_000
+    old = IndexFile(tmp_path / str(base), slot_num=64, index_num=100)
+    assert old.key_hash is KeyHash.JAVA
+    assert old.put("T", "before", 7, base)
+    entry_hash = ENTRY.unpack_from(old.mm, HEADER_SIZE + 64 * SLOT.size + 1 * ENTRY.size)[0]
+    assert entry_hash == key_hash("T", "before"), "a Java-hash file holds RocketMQ's hash"
+    old.close()
+
+    service = IndexService(tmp_path, slot_num=64, index_num=100)
+    service.load()
+    assert [f.key_hash for f in service.files] == [KeyHash.JAVA]
+    service.build_index("T", ("after",), None, 8, base + 1000)
+    assert [f.key_hash for f in service.files] == [KeyHash.JAVA, KeyHash.CRC32]
+    new = service.files[-1]
+    assert new.path.name.endswith(".crc32") and int(new.path.name.split(".")[0]) > base
+    assert ENTRY.unpack_from(new.mm, HEADER_SIZE + 64 * SLOT.size + 1 * ENTRY.size)[0] == (
+        zlib.crc32(b"T#after") & 0x7FFFFFFF
+    )
+    assert service.query("T", "before", 5, 0, 10**13) == [7]
+    assert service.query("T", "after", 5, 0, 10**13) == [8]
+    service.shutdown()
+
+    reloaded = IndexService(tmp_path, slot_num=64, index_num=100)
+    reloaded.load()
+    assert [f.key_hash for f in reloaded.files] == [KeyHash.JAVA, KeyHash.CRC32], "oldest first across both names"
+    assert reloaded.query("T", "before", 5, 0, 10**13) == [7]
+    assert reloaded.query("T", "after", 5, 0, 10**13) == [8]
+    reloaded.shutdown()
+
+
+def test_index_file_names() -> None:
+    assert KeyHash.of("1700000000000") is KeyHash.JAVA
+    assert KeyHash.of("1700000000000.crc32") is KeyHash.CRC32
+    assert KeyHash.of("1700000000000.tmp") is None and KeyHash.of("lock") is None

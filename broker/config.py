@@ -46,6 +46,7 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     registerBrokerIntervalMs: int = 30_000  # heartbeat to the name servers
     flushConsumerOffsetInterval: int = 5_000  # ms between consumer offset persists
     statsIntervalMs: int = 60_000  # ms between stats log lines
+    statsSampleIntervalMs: int = 10_000  # ms between statsAll samples (queue ends, committed offsets); min 50
     maxDelayTimeMills: int = 24 * 3600 * 1000  # the furthest delivery time a delay message may ask for (ms)
     clientExpireMs: int = 120_000  # a client with no heartbeat for this long leaves its group's assignment
     longPollingMaxMs: int = 20_000  # longest a pull long-polls at a queue end (ms)

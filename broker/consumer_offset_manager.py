@@ -83,6 +83,15 @@ class ConsumerOffsetManager:
         with self._lock:
             return dict(self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}))
 
+    def totals(self) -> dict[tuple[str, str], int]:
+        """``(group, topic) -> sum of committed offsets`` over every queue: how far each group consumed a topic."""
+        with self._lock:
+            out: dict[tuple[str, str], int] = {}
+            for key, queues in self._table.items():
+                topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+                out[(group, topic)] = sum(queues.values())
+            return out
+
     def groups_of_topic(self, topic: str) -> list[str]:
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
         with self._lock:

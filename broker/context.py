@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from broker.ha.replication import Replication
     from broker.plugins import BrokerPlugins
     from broker.registration import BrokerRegistrar
+    from broker.stats_manager import BrokerStatsManager
     from broker.store.message_store import DefaultMessageStore
     from broker.timer_service import TimerService
     from broker.transaction_service import TransactionService
@@ -47,6 +48,7 @@ class BrokerContext:
     timer: TimerService | None = None  # delay messages; None = refused
     transactions: TransactionService | None = None  # half messages; None = refused
     ha: Replication | None = None  # master/slave replication (broker/ha)
+    stats: BrokerStatsManager | None = None  # statsAll's per-topic/per-group counts
 
     def subscription_filter(
         self, group: str, topic: str, expression: definition_pb2.FilterExpression | None

@@ -30,6 +30,7 @@ from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
 from broker.pop.service import PopService
 from broker.registration import BrokerRegistrar
+from broker.stats_manager import BrokerStatsManager
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
@@ -195,6 +196,8 @@ class BrokerController:
             log.info("registered with name servers", namesrv=cfg.namesrvAddr, accepted=accepted)
         self._tasks.append(asyncio.create_task(self._persist_loop(), name="offset-persist"))
         self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))
+        ctx.stats = BrokerStatsManager(topics, store, ctx.offsets, self._stats_sample_s())
+        self._tasks.append(asyncio.create_task(self._stats_sample_loop(ctx.stats), name="stats-sample"))
         log.info(
             "broker started",
             cluster=cfg.brokerClusterName,
@@ -229,6 +232,15 @@ class BrokerController:
                 await asyncio.to_thread(self.ctx.offsets.persist_if_dirty)
             except OSError as exc:
                 log.error("persisting consumer offsets failed", error=repr(exc))
+
+    def _stats_sample_s(self) -> float:
+        return max(0.05, self.config.statsSampleIntervalMs / 1000)
+
+    async def _stats_sample_loop(self, stats: BrokerStatsManager) -> None:
+        interval = self._stats_sample_s()
+        while True:
+            stats.sample()
+            await asyncio.sleep(interval)
 
     async def _stats_loop(self) -> None:
         assert self.ctx is not None

@@ -6,6 +6,7 @@ Served on the broker's gRPC port; topic changes re-register with the name server
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -414,6 +415,26 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             return admin_pb2.BrokerConfigResponse(status=_ok(), config=self._config_strings())
 
         return await guarded("UpdateBrokerConfig", admin_pb2.BrokerConfigResponse, run, _status)
+
+    async def BrokerStats(self, request: Any, context: Any) -> admin_pb2.BrokerStatsResponse:
+        async def run() -> admin_pb2.BrokerStatsResponse:
+            access.check_admin(self.ctx.plugins, context, "BrokerStats", self.ctx.broker_name)
+            if self.ctx.stats is None:
+                raise MQError(Code.INTERNAL_SERVER_ERROR, "stats are not running on this broker yet")
+            if request.topic:
+                self._topic(request.topic)  # TOPIC_NOT_FOUND names it
+            rows = [
+                admin_pb2.TopicStats(
+                    topic=t.topic,
+                    in_tps=t.in_tps,
+                    in_24h=t.in_24h,
+                    groups=[admin_pb2.GroupStats(**dataclasses.asdict(g)) for g in t.groups],
+                )
+                for t in self.ctx.stats.stats(request.topic or None)
+            ]
+            return admin_pb2.BrokerStatsResponse(status=_ok(), topics=rows)
+
+        return await guarded("BrokerStats", admin_pb2.BrokerStatsResponse, run, _status)
 
     def _config_strings(self) -> dict[str, str]:
         return config_strings(self.ctx.config, self.ctx.store.config)

@@ -340,6 +340,12 @@ class ResourceManager(ClientLifecycle[AdminCore]):
         result: dict[str, dict[str, str]] = self._run(servers.broker_configs, cluster, broker, dict(updates))
         return result
 
+    def stats_all(self, topic: str | None = None) -> list[m.TopicGroupStats]:
+        """Per topic (and consumer group): messages per second over the last minute and over the last 24 h, and the
+        groups' backlog, summed over the master brokers (the brokers count since they started)."""
+        result: list[m.TopicGroupStats] = self._run(servers.stats_all, topic)
+        return result
+
     def namesrv_config(self) -> dict[str, dict[str, str]]:
         result: dict[str, dict[str, str]] = self._run(servers.namesrv_configs)
         return result

@@ -268,6 +268,19 @@ class OffsetChange:
 
 
 @dataclass(frozen=True)
+class TopicGroupStats:
+    """statsAll's row: a topic's traffic and, with ``group``, one consumer group's (summed over brokers)."""
+
+    topic: str
+    group: str  # "" for the topic's own row (no consumer)
+    in_tps: float
+    out_tps: float
+    in_24h: int
+    out_24h: int
+    accumulation: int
+
+
+@dataclass(frozen=True)
 class Broker:
     """A broker the resource manager talks to: its cluster, broker name and gRPC address."""
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oms.admin import models as m
 from oms.admin.configs import bad_request
-from oms.admin.core import AdminCore, Broker
+from oms.admin.core import AdminCore, Broker, validated
 from oms.client.endpoints import Endpoint
 from oms.errors import OMSResourceNotExistException
 from oms.url import parse_hosts
@@ -18,6 +19,7 @@ from orbitmq.errors import Code
 from orbitmq.proto import admin_pb2
 from orbitmq.proto import namesrv_pb2 as ns_pb
 from orbitmq.proto import namesrv_pb2_grpc as ns_grpc
+from orbitmq.validation import validate_topic
 
 
 async def broker_configs(
@@ -109,3 +111,44 @@ def _require(**fields: str) -> None:
     for name, value in fields.items():
         if not value.strip():
             raise bad_request(f"{name} is required (got an empty value)")
+
+
+async def stats_all(core: AdminCore, topic: str | None) -> list[m.TopicGroupStats]:
+    """statsAll: each topic's in-traffic and its groups' out-traffic and backlog, summed over the masters."""
+    if topic:
+        validated(validate_topic, topic, allow_system=True)
+    brokers = await core.topic_brokers(topic) if topic else await core.masters()
+
+    async def one(b: Broker) -> list[admin_pb2.TopicStats]:
+        stub = core.admin_stub(b.addr)
+        response = await core.admin(
+            stub.BrokerStats, admin_pb2.BrokerStatsRequest(topic=topic or ""), f"BrokerStats on {b.name}"
+        )
+        return list(response.topics)
+
+    done = core.some_ok(await core.each(brokers, one), "stats", [Code.TOPIC_NOT_FOUND])
+    topics: dict[str, list[float]] = {}
+    groups: dict[tuple[str, str], list[float]] = {}
+    for _, rows in done:
+        for t in rows:
+            tin = topics.setdefault(t.topic, [0.0, 0.0])
+            tin[0] += t.in_tps
+            tin[1] += t.in_24h
+            for g in t.groups:
+                acc = groups.setdefault((t.topic, g.group), [0.0, 0.0, 0.0])
+                acc[0] += g.out_tps
+                acc[1] += g.out_24h
+                acc[2] += g.accumulation
+    out: list[m.TopicGroupStats] = []
+    for name in sorted(topics):
+        in_tps, in_24h = topics[name]
+        mine = sorted((g, v) for (t, g), v in groups.items() if t == name)
+        if not mine:
+            out.append(m.TopicGroupStats(name, "", round(in_tps, 2), 0.0, int(in_24h), 0, 0))
+        for group, (out_tps, out_24h, accumulation) in mine:
+            out.append(
+                m.TopicGroupStats(
+                    name, group, round(in_tps, 2), round(out_tps, 2), int(in_24h), int(out_24h), int(accumulation)
+                )
+            )
+    return out

@@ -10,6 +10,7 @@ from typing import Any
 from oms.mqadmin.broker.broker_consume_stats import BrokerConsumeStatsSubCommand
 from oms.mqadmin.broker.get_broker_config import GetBrokerConfigSubCommand
 from oms.mqadmin.broker.send_msg_status import SendMsgStatusSubCommand
+from oms.mqadmin.broker.stats_all import StatsAllSubCommand
 from oms.mqadmin.broker.update_broker_config import UpdateBrokerConfigSubCommand
 from oms.mqadmin.cluster.broker_status import BrokerStatusSubCommand
 from oms.mqadmin.cluster.cluster_list import ClusterListSubCommand
@@ -81,6 +82,7 @@ COMMANDS: tuple[SubCommand[Any], ...] = (
     WipeWritePermSubCommand(),
     AddWritePermSubCommand(),
     ResetOffsetByTimeSubCommand(),
+    StatsAllSubCommand(),
     SkipAccumulatedMessageSubCommand(),
     AllocateMQSubCommand(),
     CheckMsgSendRTSubCommand(),

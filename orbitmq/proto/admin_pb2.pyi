@@ -414,3 +414,41 @@ class BrokerConfigResponse(_message.Message):
     status: Status
     config: _containers.ScalarMap[str, str]
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class BrokerStatsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class GroupStats(_message.Message):
+    __slots__ = ("group", "out_tps", "out_24h", "accumulation")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    OUT_TPS_FIELD_NUMBER: _ClassVar[int]
+    OUT_24H_FIELD_NUMBER: _ClassVar[int]
+    ACCUMULATION_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    out_tps: float
+    out_24h: int
+    accumulation: int
+    def __init__(self, group: _Optional[str] = ..., out_tps: _Optional[float] = ..., out_24h: _Optional[int] = ..., accumulation: _Optional[int] = ...) -> None: ...
+
+class TopicStats(_message.Message):
+    __slots__ = ("topic", "in_tps", "in_24h", "groups")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    IN_TPS_FIELD_NUMBER: _ClassVar[int]
+    IN_24H_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    in_tps: float
+    in_24h: int
+    groups: _containers.RepeatedCompositeFieldContainer[GroupStats]
+    def __init__(self, topic: _Optional[str] = ..., in_tps: _Optional[float] = ..., in_24h: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupStats, _Mapping]]] = ...) -> None: ...
+
+class BrokerStatsResponse(_message.Message):
+    __slots__ = ("status", "topics")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    topics: _containers.RepeatedCompositeFieldContainer[TopicStats]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ...) -> None: ...

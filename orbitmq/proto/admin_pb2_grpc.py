@@ -119,6 +119,11 @@ class AdminStub:
                 request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.SerializeToString,
                 response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.FromString,
                 _registered_method=True)
+        self.BrokerStats = channel.unary_unary(
+                '/orbitmq.admin.Admin/BrokerStats',
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -226,6 +231,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BrokerStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +324,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.UpdateBrokerConfig,
                     request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.FromString,
                     response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.SerializeToString,
+            ),
+            'BrokerStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.BrokerStats,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -774,6 +790,33 @@ class Admin:
             '/orbitmq.admin.Admin/UpdateBrokerConfig',
             orbitmq_dot_proto_dot_admin__pb2.BrokerConfigRequest.SerializeToString,
             orbitmq_dot_proto_dot_admin__pb2.BrokerConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.admin.Admin/BrokerStats',
+            orbitmq_dot_proto_dot_admin__pb2.BrokerStatsRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.BrokerStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

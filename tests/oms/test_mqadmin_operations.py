@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -28,8 +29,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvH
     factory = BrokerFactory(tmp_path_factory.mktemp("oms-mqadmin-ops"))
     try:
         ns = factory.namesrv()
-        a = factory.broker(ns, name="ops-a", cluster=CLUSTER)
-        b = factory.broker(ns, name="ops-b", cluster=CLUSTER)
+        fast_stats = {"statsSampleIntervalMs": "100"}  # statsAll's samples: 10 s by default
+        a = factory.broker(ns, name="ops-a", cluster=CLUSTER, options=fast_stats)
+        b = factory.broker(ns, name="ops-b", cluster=CLUSTER, options=fast_stats)
         with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
             wait_until(lambda: len(rm.cluster_list()) == 2, 20, what="two brokers registered")
         yield ns, a, b
@@ -273,3 +275,34 @@ def test_print_query_and_send_round_trips(cluster):
     mine = [q for g, q in stats if g == "GOpsStats"]
     assert [(q["topic"], q["lag"]) for q in mine] == [(topic, 1)]
     assert ok_json("brokerConsumeStats", *n, "-b", a.addr, "-l", "1000") == []
+
+
+@pytest.mark.timeout(60)
+def test_stats_all(cluster):
+    ns, _, _ = cluster
+    n = ("-n", ns.addr)
+    topic, idle, group = "OpsStats", "OpsStatsIdle", "GOpsStatsAll"
+    ok("updateTopic", *n, "-b", "ops-a", "-t", topic, "-r", "1", "-w", "1")
+    ok("updateTopic", *n, "-b", "ops-a", "-t", idle, "-r", "1", "-w", "1")
+    ok("updateSubGroup", *n, "-c", CLUSTER, "-g", group)
+    time.sleep(0.3)  # a sample before the traffic
+    for i in range(5):
+        ok("sendMessage", *n, "-t", topic, "-p", f"s{i}")
+    (row,) = ok_json("statsAll", *n, "-t", topic)
+    assert (row["topic"], row["group"], row["in_24h"], row["out_24h"]) == (topic, "", 5, 0)
+    assert row["in_tps"] > 0
+
+    ok("skipAccumulatedMessage", *n, "-g", group, "-t", topic)  # the group consumed all five
+    ok("sendMessage", *n, "-t", topic, "-p", "late")
+    (row,) = ok_json("statsAll", *n, "-t", topic)
+    assert (row["group"], row["in_24h"], row["out_24h"], row["accumulation"]) == (group, 6, 5, 1)
+    assert row["out_tps"] > 0
+    text = ok("statsAll", *n, "-t", topic)
+    assert text.splitlines()[0].split()[:3] == ["#Topic", "#Consumer", "Group"] and group in text
+
+    everything = {r["topic"] for r in ok_json("statsAll", *n)}
+    assert {topic, idle} <= everything
+    active = {r["topic"] for r in ok_json("statsAll", *n, "-a", "true")}
+    assert topic in active and idle not in active, "-a leaves out topics without traffic"
+    code, err = failed("statsAll", *n, "-t", "OpsNoSuchStats")
+    assert code == 1 and "OpsNoSuchStats" in err

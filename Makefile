@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 STORE ?= ./store
 PORT ?= 8081
 NAMESRV_PORT ?= 9876
+# more mqbroker flags for `make run`, e.g. ARGS="-o metricsExporterType=PROM"
+ARGS ?=
 
 .PHONY: venv test lint typecheck unit run bench bench-peers-install protos docs-config clean
 
@@ -30,7 +32,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 run: $(STAMP)
-	$(BIN)/mqbroker --standalone --store $(STORE) --port $(PORT) --namesrv-port $(NAMESRV_PORT)
+	$(BIN)/mqbroker --standalone --store $(STORE) --port $(PORT) --namesrv-port $(NAMESRV_PORT) $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

@@ -12,7 +12,7 @@ import sys
 
 from benchmarks.common import write_result
 
-BENCHES = ["store", "e2e", "filter", "delivery", "oms", "logappender", "celery", "spark", "ha"]
+BENCHES = ["store", "e2e", "filter", "delivery", "oms", "logappender", "celery", "spark", "ha", "metrics"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from broker.metrics.constants import DEFAULT_PROM_EXPORTER_PORT, ExporterType
 from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
 from orbitmq.cluster_auth import ClusterCredentials
@@ -81,6 +82,16 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     haTransferBatchSize: int = 256 * 1024  # most bytes the master sends a slave in one frame
     haSlaveFallbehindMax: int = 256 * 1024 * 1024  # a SYNC_MASTER answers SLAVE_NOT_AVAILABLE past this lag
     slaveSyncIntervalMs: int = 10_000  # ms between a slave's copies of the master's topics, groups and offsets
+    # Metrics (docs/metrics.md): RocketMQ 5's names and keys
+    metricsExporterType: ExporterType = ExporterType.DISABLE  # DISABLE, PROM (/metrics), OTLP_GRPC or LOG
+    metricsPromExporterHost: str = ""  # PROM: address of /metrics; empty = the broker's bind address
+    metricsPromExporterPort: int = DEFAULT_PROM_EXPORTER_PORT  # PROM: port of /metrics (0 = a free port)
+    metricsGrpcExporterTarget: str = ""  # OTLP_GRPC: the collector's host:port (required for OTLP_GRPC)
+    metricsGrpcExporterHeader: str = ""  # OTLP_GRPC: key=value,key=value headers sent with each export
+    metricGrpcExporterTimeOutInMills: int = 3_000  # OTLP_GRPC: export timeout (ms)
+    metricGrpcExporterIntervalInMills: int = 60_000  # OTLP_GRPC: ms between exports
+    metricLoggingExporterIntervalInMills: int = 10_000  # LOG: ms between metric log lines
+    metricsLabel: str = ""  # key:value,key:value labels added to every metric (e.g. instance_id:a1)
 
     def gc_thresholds(self) -> tuple[int, int, int] | None:
         """``gcThresholds`` parsed, None when unset; three non-negative integers (gen0 > 0) or ConfigError."""
@@ -100,6 +111,17 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
             raise ConfigError(
                 f"brokerRole {self.brokerRole.value} does not match brokerId {self.brokerId} (0 = master, > 0 = SLAVE)"
             )
+
+    def validate_metrics(self) -> None:
+        if self.metricsExporterType is ExporterType.OTLP_GRPC and not self.metricsGrpcExporterTarget.strip():
+            raise ConfigError(
+                "metricsExporterType=OTLP_GRPC needs metricsGrpcExporterTarget (the collector's host:port)"
+            )
+        if not 0 <= self.metricsPromExporterPort <= 65535:
+            raise ConfigError(f"metricsPromExporterPort must be a port (0-65535), got {self.metricsPromExporterPort}")
+        for item in (part.strip() for part in self.metricsLabel.split(",")):
+            if item and (":" not in item or not item.partition(":")[0].strip()):
+                raise ConfigError(f"metricsLabel item {item!r}: expected key:value")
 
     @property
     def is_slave(self) -> bool:
@@ -151,6 +173,7 @@ def load_broker_settings(
     store = build_config(MessageStoreConfig, values)
     pop = build_config(PopConfig, values)
     broker.validate_ha()
+    broker.validate_metrics()
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
     broker.validate_tls()

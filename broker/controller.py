@@ -27,6 +27,10 @@ from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
 from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
+from broker.metrics.collector import MetricsCollector, parse_metrics_label
+from broker.metrics.constants import ExporterType
+from broker.metrics.exporters import Exporter, close_exporter, start_exporter
+from broker.metrics.recorder import BrokerMetrics
 from broker.plugins import BrokerPlugins
 from broker.pop.service import PopService
 from broker.registration import BrokerRegistrar
@@ -62,6 +66,7 @@ class BrokerController:
         self.server: grpc.aio.Server | None = None
         self.ctx: BrokerContext | None = None
         self.pop: PopService | None = None
+        self.metrics: Exporter | None = None
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -154,7 +159,15 @@ class BrokerController:
         self.pop = PopService(ctx, self.settings.pop)
         await self.pop.start()
 
-        server = guarded_server(grpc.aio.server(options=GRPC_OPTIONS))
+        recorder = None
+        if cfg.metricsExporterType is not ExporterType.DISABLE:
+            recorder = BrokerMetrics()
+            store.on_put, store.on_get = recorder.on_put, recorder.on_get
+            if ctx.transactions is not None:
+                ctx.transactions.on_end = recorder.on_transaction_end
+        server = guarded_server(
+            grpc.aio.server(options=GRPC_OPTIONS), observer=recorder.on_rpc if recorder is not None else None
+        )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
         consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)
@@ -167,6 +180,10 @@ class BrokerController:
             store.store_host = ctx.store_host = (cfg.brokerIP1, self.port)
         await server.start()
         self.server = server
+        if recorder is not None:
+            pop = self.pop
+            collector = MetricsCollector(ctx, recorder, parse_metrics_label(cfg.metricsLabel), pop.inflight_counts)
+            self.metrics = start_exporter(cfg.metricsExporterType, collector, cfg, cfg.bind_host)
         if not cfg.aclEnable and not is_loopback(cfg.bind_host):
             log.warning(
                 "listening beyond this machine with ACL off: anyone who reaches the port may produce, consume and "
@@ -286,6 +303,8 @@ class BrokerController:
         ctx.long_polling.wake_all()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_S)
+        close_exporter(self.metrics)
+        self.metrics = None
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

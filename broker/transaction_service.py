@@ -120,6 +120,14 @@ class TransactionService:
         self._max_checks = max_checks
         self._pending: dict[int, _Half] = {}
         self._task: asyncio.Task[None] | None = None
+        self.on_end: Callable[[str, bool], None] | None = None  # (topic, committed): metrics
+
+    def pending_by_topic(self) -> dict[str, int]:
+        """Half messages waiting for their end, per topic (rocketmq_half_messages)."""
+        out: dict[str, int] = {}
+        for half in self._pending.values():
+            out[half.topic] = out.get(half.topic, 0) + 1
+        return out
 
     @property
     def pending(self) -> int:
@@ -186,6 +194,8 @@ class TransactionService:
         if failed:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"end transaction store failure: {failed[0].status.value}")
         self._pending.pop(half.commitlog_offset, None)
+        if self.on_end is not None:
+            self.on_end(half.topic, commit)
 
     async def _check_loop(self) -> None:
         while True:

@@ -7,6 +7,7 @@ instead of gRPC's UNKNOWN carrying a Python exception; one wrapper for every ser
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +54,13 @@ async def _checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerConte
         yield request
 
 
-def _wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """``handler`` with a deserializer that cannot raise and a behaviour that answers what did not decode."""
+# (method, response or None when the handler raised, seconds): e.g. the broker's rocketmq_rpc_latency
+RpcObserver = Callable[[str, Any, float], None]
+
+
+def _wrap(method: str, handler: grpc.RpcMethodHandler, observer: RpcObserver | None = None) -> grpc.RpcMethodHandler:
+    """``handler`` with a deserializer that cannot raise and a behaviour that answers what did not decode; unary
+    calls are timed for ``observer`` when one is given."""
     fields: dict[str, Any] = {
         "request_deserializer": _safe_deserializer(method, handler.request_deserializer),
     }
@@ -65,6 +71,18 @@ def _wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
             if isinstance(request, Undecodable):
                 await _refuse(context, request)
             return await inner_uu(request, context)
+
+        if observer is not None:
+            timed = unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                started = time.perf_counter()
+                response = None
+                try:
+                    response = await timed(request, context)
+                    return response
+                finally:
+                    observer(method, response, time.perf_counter() - started)
 
         fields["unary_unary"] = unary_unary
     elif handler.unary_stream is not None:
@@ -103,31 +121,33 @@ def _wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 
 
 class _GuardedGenericHandler(grpc.GenericRpcHandler):
-    def __init__(self, inner: grpc.GenericRpcHandler) -> None:
+    def __init__(self, inner: grpc.GenericRpcHandler, observer: RpcObserver | None) -> None:
         self._inner = inner
+        self._observer = observer
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         handler = self._inner.service(handler_call_details)
-        return None if handler is None else _wrap(handler_call_details.method, handler)
+        return None if handler is None else _wrap(handler_call_details.method, handler, self._observer)
 
 
 class GuardedServer:
     """A ``grpc.aio.Server`` whose registered services answer undecodable requests; everything else passes."""
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(self, server: grpc.aio.Server, observer: RpcObserver | None = None) -> None:
         self._server = server
+        self._observer = observer
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(tuple(_GuardedGenericHandler(h) for h in handlers))
+        self._server.add_generic_rpc_handlers(tuple(_GuardedGenericHandler(h, self._observer) for h in handlers))
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        wrapped = {name: _wrap(f"/{service}/{name}", h) for name, h in handlers.items()}
+        wrapped = {name: _wrap(f"/{service}/{name}", h, self._observer) for name, h in handlers.items()}
         self._server.add_registered_method_handlers(service, wrapped)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._server, name)
 
 
-def guarded_server(server: grpc.aio.Server) -> Any:
+def guarded_server(server: grpc.aio.Server, observer: RpcObserver | None = None) -> Any:
     """``server`` with every service added through it guarded (typed Any: it stands in for the server)."""
-    return GuardedServer(server)
+    return GuardedServer(server, observer)

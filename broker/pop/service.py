@@ -146,6 +146,14 @@ class PopService:
                 log.exception("pop housekeeping failed")
 
     # ------------------------------------------------------------------ helpers
+    def inflight_counts(self) -> dict[tuple[str, str], int]:
+        """(group, topic) -> messages received, not yet acked nor visible again (the in-flight gauge)."""
+        out: dict[tuple[str, str], int] = {}
+        for (group, topic, _), qs in list(self.state.queues.items()):
+            if qs.inflight:
+                out[(group, topic)] = out.get((group, topic), 0) + len(qs.inflight)
+        return out
+
     def _sync_offset(self, key: QueueKey) -> None:
         """Publish the lowest not-acked offset as the group's consumer offset (ConsumerProgress, offset tools)."""
         qs = self.state.queue(key)

@@ -247,6 +247,10 @@ class MappedFileQueue:
         self.files = self.files[len(deleted) :]
         return deleted
 
+    def unflushed_bytes(self) -> int:
+        """Bytes written to the page cache and not yet flushed to disk (rocketmq_storage_flush_behind_bytes)."""
+        return sum(max(0, mf.wrote_position - mf.flushed_position) for mf in list(self.files))
+
     def flush(self) -> int:
         """Flush every segment with unflushed bytes; returns the flushed end offset."""
         for mf in list(self.files):

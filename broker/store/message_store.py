@@ -97,6 +97,9 @@ class DefaultMessageStore:
         self._put_lock = threading.Lock()
         self._max_record_size = config.mappedFileSizeCommitLog - codec.BLANK.size
         self._listeners: list[ArrivingListener] = []
+        # metrics (broker/metrics): one call per stored batch and per consumer read; None costs nothing
+        self.on_put: Callable[[list[MessageExtBrokerInner], dict[str, int], int], None] | None = None
+        self.on_get: Callable[[str, str, int, int], None] | None = None
         self._dispatchers: list[CommitLogDispatcher] = []
         # The last inner batch read, unwrapped: its messages are read one by one (a pop answers per flight).
         self._inner_cache: tuple[int, list[MessageExt]] | None = None
@@ -447,6 +450,11 @@ class DefaultMessageStore:
             # messages, not records: an inner batch is one record of many
             self.stats.put_messages += sum(len(entries) for _, entries in batch.cq.values())
             self.stats.put_bytes += batch.written_bytes
+            if self.on_put is not None and n_written:
+                per_topic: dict[str, int] = {}
+                for (topic, _), (_, entries) in batch.cq.items():
+                    per_topic[topic] = per_topic.get(topic, 0) + len(entries)
+                self.on_put(msgs, per_topic, batch.written_bytes)
             if index_enabled and batch.keyed:
                 job = index_job(batch, now)  # built under the lock so the index sees appends in order
                 if job is not None:
@@ -588,7 +596,7 @@ class DefaultMessageStore:
         message_filter: MessageFilter | None = None,
         max_total_bytes: int = 4 * 1024 * 1024,
     ) -> GetMessageResult:
-        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=False)
+        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=False, group=group)
 
     def get_message_raw(
         self,
@@ -604,7 +612,7 @@ class DefaultMessageStore:
 
         Contiguous records are copied with one slice, and without a filter nothing is decoded: the batched pull
         costs the broker a ConsumeQueue read and a memcpy per run of records."""
-        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=True)
+        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, raw=True, group=group)
 
     def get_message_spans(
         self,
@@ -619,7 +627,9 @@ class DefaultMessageStore:
         """``get_message`` answering where the selected records are, ``spans`` of (queue offset, commitlog
         offset, size), without reading them: without a filter nothing is decoded (the pop reads what it hands
         out once, at the end)."""
-        return self._get(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, True, spans=True)
+        return self._get(
+            topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes, True, spans=True, group=group
+        )
 
     def _get(
         self,
@@ -631,6 +641,7 @@ class DefaultMessageStore:
         max_total_bytes: int,
         raw: bool,
         spans: bool = False,
+        group: str = "",
     ) -> GetMessageResult:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
@@ -717,6 +728,8 @@ class DefaultMessageStore:
         self.stats.got_messages += count
         if count:
             result.status = GetMessageStatus.FOUND
+            if group and self.on_get is not None:  # a consumer's read, not the broker's own scans
+                self.on_get(group, topic, count, total)
         elif removing:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
         return result
@@ -976,6 +989,14 @@ class DefaultMessageStore:
 
     def get_min_phy_offset(self) -> int:
         return self.commitlog.min_offset
+
+    def flush_behind_bytes(self) -> int:
+        return self.commitlog.files.unflushed_bytes()
+
+    def earliest_store_timestamp(self) -> int:
+        """Store time of the oldest message kept (ms); 0 when the store is empty."""
+        low = self.commitlog.min_offset
+        return self.commitlog.store_timestamp(low) if self.commitlog.max_offset > low else 0
 
     def dispatch_behind_bytes(self) -> int:
         if not self.config.messageIndexEnable:

@@ -24,6 +24,7 @@ from broker.grpc.pop_batch import PopServicer
 from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
+from broker.ha.failover import FailoverAgent, FailoverConfig
 from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
 from broker.plugins import BrokerPlugins
@@ -34,6 +35,7 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.timer_service import TimerService
 from broker.topic_config_manager import TopicConfigManager
 from broker.transaction_service import TransactionService
+from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import get_logger
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
 from orbitmq.v2.settings import SettingsPolicy
@@ -59,6 +61,7 @@ class BrokerController:
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self.failover: FailoverAgent | None = None
 
     async def start(self) -> int:
         """Load and start everything; returns the bound gRPC port."""
@@ -128,13 +131,8 @@ class BrokerController:
             lambda: ctx.registrar.ha_server_addr if ctx.registrar else "",
         )
         await ctx.ha.start()
-        if not cfg.is_slave:  # a slave stores nothing of its own: delays and transaction checks run on the master
-            ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
-            await ctx.timer.start()
-            ctx.transactions = TransactionService(
-                store, telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
-            )
-            await ctx.transactions.start()
+        if not cfg.is_slave and not cfg.enableControllerMode:
+            await self._start_master_services(ctx)  # a slave's delays and transaction checks run on its master
         await telemetry.start()
         self.pop = PopService(ctx, self.settings.pop)
         await self.pop.start()
@@ -172,9 +170,27 @@ class BrokerController:
                 ha_addr=ctx.ha.ha_addr,
             )
             ctx.registrar = registrar
+            if cfg.enableControllerMode:
+                registrar.broker_id = cfg.brokerId  # id 0 once elected master
             accepted = await registrar.start()
             topics.add_change_listener(lambda: self._spawn(registrar.register_now()))
             log.info("registered with name servers", namesrv=cfg.namesrvAddr, accepted=accepted)
+        if cfg.enableControllerMode:
+            self.failover = FailoverAgent(
+                FailoverConfig(
+                    parse_endpoints(cfg.controllerAddr),
+                    cfg.brokerClusterName,
+                    cfg.brokerName,
+                    cfg.brokerId,
+                    max(2, cfg.controllerLeaseTtlMs // 1000),
+                    cfg.controllerPollIntervalMs / 1000,
+                ),
+                ctx.ha,
+                lambda: cfg.broker_addr,
+                self._on_role,
+                root / "config" / "haEpoch.json",
+            )
+            self.failover.start()
         self._tasks.append(asyncio.create_task(self._persist_loop(), name="offset-persist"))
         self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))
         log.info(
@@ -188,6 +204,29 @@ class BrokerController:
             recovered_records=store.stats.recovered_records,
         )
         return self.port
+
+    async def _start_master_services(self, ctx: BrokerContext) -> None:
+        root = self.settings.store.root
+        cfg = self.config
+        if ctx.timer is None:
+            ctx.timer = TimerService(ctx.store, root / "config" / "timerProgress.json")
+            await ctx.timer.start()
+        if ctx.transactions is None:
+            ctx.transactions = TransactionService(
+                ctx.store, ctx.telemetry, cfg.transactionTimeOut, cfg.transactionCheckInterval, cfg.transactionCheckMax
+            )
+            await ctx.transactions.start()
+
+    async def _on_role(self, master: bool) -> None:
+        """Controller mode: the agent made this broker master or slave; the name servers hear it at once."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        if master:
+            await self._start_master_services(ctx)
+        if ctx.registrar is not None:
+            ctx.registrar.broker_id = 0 if master else self.config.brokerId
+            await ctx.registrar.register_now()
 
     def _add_admin(self, server: grpc.aio.Server, ctx: BrokerContext) -> None:
         try:
@@ -262,6 +301,8 @@ class BrokerController:
         if self.pop is not None:
             await self.pop.shutdown()
         await ctx.telemetry.stop()
+        if self.failover is not None:
+            await self.failover.shutdown()
         if ctx.ha is not None:
             await ctx.ha.shutdown()
         if ctx.timer is not None:

@@ -28,6 +28,12 @@ class NamesrvConfig:
     autoCreateTopicRouteEnable: bool = True
     # Seconds a stop waits for in-flight calls.
     shutdownGraceSeconds: float = 2.0
+    # Failover controller (docs/ha.md): runs here when enabled; one name server leads, elected through etcd.
+    enableControllerInNamesrv: bool = False
+    controllerAddr: str = ""  # etcd client endpoints host:port;host:port
+    controllerLeaseTtlMs: int = 3_000  # the controller's leadership lease
+    controllerPollIntervalMs: int = 300  # ms between scans of the broker groups' leases
+    enableElectUncleanMaster: bool = False  # elect an out-of-sync replica when no in-sync one is alive
 
     def scan_interval(self) -> float:
         if self.scanNotActiveBrokerIntervalSeconds > 0:

@@ -190,6 +190,7 @@ class BrokerController:
                 self._on_role,
                 root / "config" / "haEpoch.json",
             )
+            ctx.ha.extra_info = self.failover.runtime_info
             self.failover.start()
         self._tasks.append(asyncio.create_task(self._persist_loop(), name="offset-persist"))
         self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))

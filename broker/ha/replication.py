@@ -81,6 +81,7 @@ class Replication:
                 lambda: master_metadata(topics, groups, offsets),
             )
         self.is_master = False
+        self.extra_info: Callable[[], dict[str, str]] | None = None  # controller mode: epoch, SyncStateSet
 
     def master_addr(self) -> str:
         """The master's HA address: etcd's word in controller mode, else ``haMasterAddress`` if set, else what the
@@ -165,6 +166,8 @@ class Replication:
             info.update(self.master.runtime_info())
         elif self.client is not None:
             info.update(self.client.runtime_info())
+        if self.extra_info is not None:
+            info.update(self.extra_info())
         return info
 
     async def _lag_loop(self) -> None:

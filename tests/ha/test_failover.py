@@ -14,6 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from orbitmq.proto import admin_pb2
+from orbitmq.proto.admin_pb2_grpc import AdminStub
 from tests.broker.v2client import message, raw_client
 from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
 from tests.ha.cluster import HA_OPTIONS, OK, commitlog_bytes, read_all
@@ -48,6 +50,7 @@ def start_replica(
     group: str,
     broker_id: int,
     role: str = "SYNC_MASTER",
+    lease_ms: int = LEASE_MS,
 ) -> BrokerHandle:
     options = {
         **HA_OPTIONS,
@@ -57,7 +60,7 @@ def start_replica(
         "haListenPort": str(free_port()),
         "enableControllerMode": "true",
         "controllerAddr": etcd.endpoint,
-        "controllerLeaseTtlMs": str(LEASE_MS),
+        "controllerLeaseTtlMs": str(lease_ms),
         "controllerPollIntervalMs": "200",
     }
     return factory.broker(ns, name=f"{group}-{broker_id}", cluster=cluster, options=options)
@@ -127,6 +130,8 @@ def test_killed_master_is_replaced_without_losing_acknowledged_messages_and_rejo
             worker.join(timeout=30)
         assert is_master(new)
         assert failover_s < 10, f"failover took {failover_s:.1f} s"
+        info = runtime_info(new.addr)
+        assert info["brokerEpoch"] == "2" and info["brokerRole"] == "SYNC_MASTER", info
         survivors = read_all(new.addr, "FoKill")
         missing = set(producer.acked) - set(survivors)
         assert not missing, f"{len(missing)} of {len(producer.acked)} acknowledged messages lost"
@@ -232,3 +237,47 @@ def send_one(addr: str, topic: str, body: bytes) -> str:
         resp = c.send(message(topic, body), timeout=5)
     assert resp.status.code == OK, resp.status
     return resp.entries[0].message_id
+
+
+@pytest.mark.timeout(240)
+def test_etcd_restart_does_not_disturb_a_healthy_master(broker_factory, etcd):
+    ns = start_controller_namesrv(broker_factory.tmp_path, etcd)
+    try:
+        a = start_replica(broker_factory, ns, etcd, "FoEtcd", "fo-etcd", 1, lease_ms=8000)
+        wait_until(lambda: is_master(a), timeout=30, what="the first broker to be elected")
+        b = start_replica(broker_factory, ns, etcd, "FoEtcd", "fo-etcd", 2, lease_ms=8000)
+        wait_until(lambda: "SyncStateSet changed" in a.log(), timeout=30, what="the slave to join the SyncStateSet")
+        failures: list[str] = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            n = 0
+            with raw_client(a.addr) as c:
+                while not stop.is_set():
+                    n += 1
+                    resp = c.send(message("FoEtcd", f"e{n}".encode()), timeout=10)
+                    if resp.status.code != OK:
+                        failures.append(resp.status.message)
+                    time.sleep(0.01)
+
+        worker = threading.Thread(target=produce)
+        worker.start()
+        try:
+            time.sleep(1)
+            etcd.stop()
+            time.sleep(1)
+            etcd.start()
+            wait_until(lambda: "controller (etcd) reachable again" in a.log(), timeout=30)
+            time.sleep(1)
+        finally:
+            stop.set()
+            worker.join(timeout=30)
+        assert not failures, failures[:3]
+        assert a.log().count("became master") == 1 and "became master" not in b.log()
+    finally:
+        ns.process.stop()
+
+
+def runtime_info(addr: str) -> dict[str, str]:
+    with grpc.insecure_channel(addr) as channel:
+        return dict(AdminStub(channel).BrokerRuntimeInfo(admin_pb2.BrokerRuntimeInfoRequest(), timeout=10).info)

@@ -92,6 +92,12 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     metricGrpcExporterIntervalInMills: int = 60_000  # OTLP_GRPC: ms between exports
     metricLoggingExporterIntervalInMills: int = 10_000  # LOG: ms between metric log lines
     metricsLabel: str = ""  # key:value,key:value labels added to every metric (e.g. instance_id:a1)
+    # Automatic failover through etcd (docs/ha.md): brokerId is the broker's identity (>= 1), brokerRole its
+    # behaviour while master (ASYNC_MASTER or SYNC_MASTER); the controller decides who is master.
+    enableControllerMode: bool = False
+    controllerAddr: str = ""  # etcd client endpoints host:port;host:port
+    controllerLeaseTtlMs: int = 3_000  # a broker silent this long is dead to the controller
+    controllerPollIntervalMs: int = 300  # ms between lease renewals, offset reports and reads of the group state
 
     def gc_thresholds(self) -> tuple[int, int, int] | None:
         """``gcThresholds`` parsed, None when unset; three non-negative integers (gen0 > 0) or ConfigError."""
@@ -107,6 +113,19 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
         """brokerId 0 is the master, any other id a slave, as in RocketMQ."""
         if self.brokerId < 0:
             raise ConfigError(f"brokerId must be >= 0, got {self.brokerId}")
+        if self.enableControllerMode:
+            if self.brokerId < 1 or self.brokerRole is BrokerRole.SLAVE:
+                raise ConfigError(
+                    "enableControllerMode: brokerId must be >= 1 (0 is whoever is master) and brokerRole ASYNC_MASTER "
+                    f"or SYNC_MASTER (its behaviour as master), got {self.brokerId} {self.brokerRole.value}"
+                )
+            if not self.controllerAddr.strip():
+                raise ConfigError("enableControllerMode needs controllerAddr (etcd endpoints host:port;host:port)")
+            if self.controllerLeaseTtlMs < 2_000:
+                raise ConfigError(
+                    f"controllerLeaseTtlMs must be >= 2000 (etcd's lease minimum), got {self.controllerLeaseTtlMs}"
+                )
+            return
         if (self.brokerRole is BrokerRole.SLAVE) != (self.brokerId != 0):
             raise ConfigError(
                 f"brokerRole {self.brokerRole.value} does not match brokerId {self.brokerId} (0 = master, > 0 = SLAVE)"

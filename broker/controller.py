@@ -25,6 +25,7 @@ from broker.grpc.pop_batch import PopServicer
 from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
+from broker.ha.failover import FailoverAgent, FailoverConfig
 from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
 from broker.metrics.collector import MetricsCollector, parse_metrics_label
@@ -43,6 +44,7 @@ from broker.transaction_service import TransactionService
 from orbitmq import tls
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.grpc_guard import guarded_server
+from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
@@ -67,9 +69,11 @@ class BrokerController:
         self.ctx: BrokerContext | None = None
         self.pop: PopService | None = None
         self.metrics: Exporter | None = None
+        self.recorder: BrokerMetrics | None = None  # metrics counters; None when metricsExporterType=DISABLE
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self.failover: FailoverAgent | None = None
 
     async def start(self) -> int:
         """Load and start everything; returns the bound gRPC port."""
@@ -143,28 +147,16 @@ class BrokerController:
             lambda: ctx.registrar.ha_server_addr if ctx.registrar else "",
         )
         await ctx.ha.start()
-        if not cfg.is_slave:  # a slave stores nothing of its own: delays and transaction checks run on the master
-            ctx.timer = TimerService(store, root / "config" / "timerProgress.json")
-            await ctx.timer.start()
-            ctx.transactions = TransactionService(
-                store,
-                telemetry,
-                cfg.transactionTimeOut,
-                cfg.transactionCheckInterval,
-                cfg.transactionCheckMax,
-                may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
-            )
-            await ctx.transactions.start()
+        if cfg.metricsExporterType is not ExporterType.DISABLE:
+            self.recorder = BrokerMetrics()
+            store.on_put, store.on_get = self.recorder.on_put, self.recorder.on_get
+        if not cfg.is_slave and not cfg.enableControllerMode:
+            await self._start_master_services(ctx)  # a slave's delays and transaction checks run on its master
         await telemetry.start()
         self.pop = PopService(ctx, self.settings.pop)
         await self.pop.start()
 
-        recorder = None
-        if cfg.metricsExporterType is not ExporterType.DISABLE:
-            recorder = BrokerMetrics()
-            store.on_put, store.on_get = recorder.on_put, recorder.on_get
-            if ctx.transactions is not None:
-                ctx.transactions.on_end = recorder.on_transaction_end
+        recorder = self.recorder
         server = guarded_server(
             grpc.aio.server(options=GRPC_OPTIONS), observer=recorder.on_rpc if recorder is not None else None
         )
@@ -208,9 +200,28 @@ class BrokerController:
                 ha_addr=ctx.ha.ha_addr,
             )
             ctx.registrar = registrar
+            if cfg.enableControllerMode:
+                registrar.broker_id = cfg.brokerId  # id 0 once elected master
             accepted = await registrar.start()
             topics.add_change_listener(lambda: self._spawn(registrar.register_now()))
             log.info("registered with name servers", namesrv=cfg.namesrvAddr, accepted=accepted)
+        if cfg.enableControllerMode:
+            self.failover = FailoverAgent(
+                FailoverConfig(
+                    parse_endpoints(cfg.controllerAddr),
+                    cfg.brokerClusterName,
+                    cfg.brokerName,
+                    cfg.brokerId,
+                    max(2, cfg.controllerLeaseTtlMs // 1000),
+                    cfg.controllerPollIntervalMs / 1000,
+                ),
+                ctx.ha,
+                lambda: cfg.broker_addr,
+                self._on_role,
+                root / "config" / "haEpoch.json",
+            )
+            ctx.ha.extra_info = self.failover.runtime_info
+            self.failover.start()
         self._tasks.append(asyncio.create_task(self._persist_loop(), name="offset-persist"))
         self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))
         ctx.stats = BrokerStatsManager(topics, store, ctx.offsets, self._stats_sample_s())
@@ -227,6 +238,37 @@ class BrokerController:
             recovered_records=store.stats.recovered_records,
         )
         return self.port
+
+    async def _start_master_services(self, ctx: BrokerContext) -> None:
+        root = self.settings.store.root
+        cfg = self.config
+        if ctx.timer is None:
+            ctx.timer = TimerService(ctx.store, root / "config" / "timerProgress.json")
+            await ctx.timer.start()
+        if ctx.transactions is None:
+            plugins = ctx.plugins
+            ctx.transactions = TransactionService(
+                ctx.store,
+                ctx.telemetry,
+                cfg.transactionTimeOut,
+                cfg.transactionCheckInterval,
+                cfg.transactionCheckMax,
+                may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
+            )
+            if self.recorder is not None:
+                ctx.transactions.on_end = self.recorder.on_transaction_end
+            await ctx.transactions.start()
+
+    async def _on_role(self, master: bool) -> None:
+        """Controller mode: the agent made this broker master or slave; the name servers hear it at once."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        if master:
+            await self._start_master_services(ctx)
+        if ctx.registrar is not None:
+            ctx.registrar.broker_id = 0 if master else self.config.brokerId
+            await ctx.registrar.register_now()
 
     def _add_admin(self, server: grpc.aio.Server, ctx: BrokerContext) -> None:
         try:
@@ -312,6 +354,8 @@ class BrokerController:
         if self.pop is not None:
             await self.pop.shutdown()
         await ctx.telemetry.stop()
+        if self.failover is not None:
+            await self.failover.shutdown()
         if ctx.ha is not None:
             await ctx.ha.shutdown()
         if ctx.timer is not None:

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from namesrv.config import NamesrvConfig
+from namesrv.ha_controller import HAController
 from namesrv.server import NameServer
 from orbitmq.config import ConfigError, build_config, load_properties, startup_error
+from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import configure_logging, get_logger
 
 
@@ -54,10 +56,26 @@ async def serve(config: NamesrvConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
+    controller = ha_controller(config)
+    if controller is not None:
+        controller.start()
     try:
         await stop.wait()
     finally:
+        if controller is not None:
+            await controller.stop()
         await server.stop()
+
+
+def ha_controller(config: NamesrvConfig) -> HAController | None:
+    if not config.enableControllerInNamesrv:
+        return None
+    return HAController(
+        parse_endpoints(config.controllerAddr),
+        max(2, config.controllerLeaseTtlMs // 1000),
+        config.controllerPollIntervalMs / 1000,
+        config.enableElectUncleanMaster,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,6 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args)
     except (ConfigError, OSError) as exc:
         print(f"mqnamesrv: {startup_error(exc)}", file=sys.stderr)
+        return 2
+    try:
+        if config.enableControllerInNamesrv:
+            parse_endpoints(config.controllerAddr)
+    except ValueError as exc:
+        print(f"mqnamesrv: controllerAddr: {exc}", file=sys.stderr)
         return 2
     try:
         asyncio.run(serve(config))

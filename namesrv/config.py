@@ -41,6 +41,13 @@ class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     # {"accessKey": ..., "secretKey": ...}: the credentials the brokers sign with (RocketMQ 5's key).
     innerClientAuthenticationCredentials: str = ""
 
+    # Failover controller (docs/ha.md): runs here when enabled; one name server leads, elected through etcd.
+    enableControllerInNamesrv: bool = False
+    controllerAddr: str = ""  # etcd client endpoints host:port;host:port
+    controllerLeaseTtlMs: int = 3_000  # the controller's leadership lease
+    controllerPollIntervalMs: int = 300  # ms between scans of the broker groups' leases
+    enableElectUncleanMaster: bool = False  # elect an out-of-sync replica when no in-sync one is alive
+
     def cluster_credentials(self) -> ClusterCredentials | None:
         """The credentials write RPCs must carry; None when ACL is off. ConfigError if ACL is on without them."""
         if not self.aclEnable:

@@ -48,6 +48,8 @@ class SlaveConnection:
     """One slave's replication stream, as the master sees it."""
 
     addr: str
+    broker_id: int = -1
+    caught_up: bool = False  # has reached the master's end once: a member of the SyncStateSet while connected
     acked_offset: int = -1  # the slave's CommitLog end as last reported; -1 before its first report
     sent_offset: int = 0
     connected_at: float = field(default_factory=time.monotonic)
@@ -70,6 +72,10 @@ class HAService:
         self._seq = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
         self.push_offset = -1  # RocketMQ's push2SlaveMaxOffset: the highest end any slave confirmed
+        # Controller mode with the SyncStateSet (in etcd) holding the master alone: a SYNC_MASTER put needs no slave
+        # (RocketMQ 5's minInSyncReplicas=1); only a member of that set can be elected, so nothing acked is lost.
+        self.solo_ack = False
+        self.epoch = 0  # controller mode: the epoch this broker is master of; slaves knowing a later one are refused
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> int:
@@ -118,7 +124,7 @@ class HAService:
 
     async def wait_for_slave(self, end_offset: int) -> PutMessageStatus | None:
         """None once a slave has everything before ``end_offset``; otherwise why not (RocketMQ's statuses)."""
-        if self.push_offset >= end_offset:
+        if self.push_offset >= end_offset or self.solo_ack:
             return None
         if not self._slave_available(end_offset):
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
@@ -175,15 +181,23 @@ class HAService:
                 await writer.drain()
                 return
             size = self.store.config.mappedFileSizeCommitLog
+            if hello.epoch > self.epoch:
+                raise ProtocolError(
+                    f"slave knows epoch {hello.epoch}, this master only {self.epoch}: a newer master exists"
+                )
             if hello.segment_size != size:
                 raise ProtocolError(
                     f"slave mappedFileSizeCommitLog {hello.segment_size} differs from the master's {size}"
                 )
-            await self._replicate(SlaveConnection(addr), reader, writer)
+            await self._replicate(SlaveConnection(addr, hello.broker_id), reader, writer)
         except (ProtocolError, ReplicaError) as exc:
             log.error("replication connection refused", slave=addr, error=str(exc))
         except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
             log.warning("replication connection lost", slave=addr, error=repr(exc))
+        except asyncio.CancelledError:
+            # shutdown or stepping down ended this stream: return normally, or asyncio's stream server logs the
+            # cancelled handler as an error
+            log.info("replication connection closed", slave=addr)
         finally:
             self._tasks.discard(task)
             writer.close()
@@ -224,6 +238,8 @@ class HAService:
         while True:
             data = await asyncio.wait_for(reader.readexactly(REPORT.size), self.config.housekeeping_interval_s)
             (slave.acked_offset,) = REPORT.unpack(data)
+            if not slave.caught_up and slave.acked_offset >= self.store.get_max_phy_offset():
+                slave.caught_up = True
             self._on_ack(slave.acked_offset)
 
     async def _transfer(
@@ -255,6 +271,26 @@ class HAService:
                 slave.sent_offset - slave.sent_offset % segment + segment if blank else slave.sent_offset + len(data)
             )
         await reports  # raises what ended the reader (the slave went away or went quiet)
+
+    def in_sync_slaves(self) -> list[int]:
+        """Broker ids of the connected slaves that caught up once and are within haSlaveFallbehindMax."""
+        master_max = self.store.get_max_phy_offset()
+        return sorted(
+            s.broker_id
+            for s in self.slaves
+            if s.caught_up and s.broker_id >= 0 and master_max - s.acked_offset <= self.config.fallbehind_max
+        )
+
+    async def drop_slaves(self) -> None:
+        """Stepping down: end every replication stream (their slaves reconnect to the new master)."""
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for _, _, fut in self._waiters:
+            if not fut.done():
+                fut.set_result(False)
+        self._waiters = []
 
     # ------------------------------------------------------------------ reporting
     def runtime_info(self) -> dict[str, str]:

@@ -14,7 +14,8 @@ from typing import Any
 
 MAGIC = b"ORHA"
 VERSION = 1
-HELLO = struct.Struct(">4sBBQ")  # magic, version, kind, the slave's CommitLog segment size
+# magic, version, kind, the slave's CommitLog segment size, the epoch it knows (controller mode), its broker id
+HELLO = struct.Struct(">4sBBQQq")
 REPORT = struct.Struct(">Q")  # slave -> master: the slave's CommitLog end (what it has, byte for byte)
 FRAME = struct.Struct(">QQIB")  # master -> slave: offset, master's CommitLog end, body length, flags
 LENGTH = struct.Struct(">I")
@@ -35,17 +36,19 @@ class ProtocolError(Exception):
 class Hello:
     kind: ConnectionKind
     segment_size: int
+    epoch: int = 0
+    broker_id: int = -1
 
     def encode(self) -> bytes:
-        return HELLO.pack(MAGIC, VERSION, self.kind, self.segment_size)
+        return HELLO.pack(MAGIC, VERSION, self.kind, self.segment_size, self.epoch, self.broker_id)
 
     @classmethod
     def decode(cls, data: bytes) -> Hello:
-        magic, version, kind, segment_size = HELLO.unpack(data)
+        magic, version, kind, segment_size, epoch, broker_id = HELLO.unpack(data)
         if magic != MAGIC or version != VERSION:
             raise ProtocolError(f"not an OrbitMQ replication hello (magic {magic!r}, version {version})")
         try:
-            return cls(ConnectionKind(kind), segment_size)
+            return cls(ConnectionKind(kind), segment_size, epoch, broker_id)
         except ValueError as exc:
             raise ProtocolError(f"unknown replication connection kind {kind}") from exc
 

@@ -37,6 +37,8 @@ class HAClient:
         self.store = store
         self.config = config
         self._master_addr = master_addr
+        self.epoch = 0  # controller mode: the epoch of the master to follow (an older master is refused)
+        self.broker_id = -1
         self.master_max_offset = -1  # the master's CommitLog end as its last frame said; -1 = never heard
         self.connected_to = ""
         self.last_frame_at = 0.0
@@ -49,13 +51,16 @@ class HAClient:
         return max(0, self.master_max_offset - self.store.get_max_phy_offset())
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="ha-client")
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="ha-client")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
+        self.connected_to = ""
 
     async def _run(self) -> None:
         logged_waiting = False
@@ -83,7 +88,8 @@ class HAClient:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         try:
             store = self.store
-            writer.write(Hello(ConnectionKind.REPLICATE, store.config.mappedFileSizeCommitLog).encode())
+            hello = Hello(ConnectionKind.REPLICATE, store.config.mappedFileSizeCommitLog, self.epoch, self.broker_id)
+            writer.write(hello.encode())
             writer.write(REPORT.pack(store.get_max_phy_offset()))
             await writer.drain()
             self.connected_to = addr

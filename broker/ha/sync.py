@@ -74,13 +74,15 @@ class SlaveSynchronize:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="slave-synchronize")
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="slave-synchronize")
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
 
     async def sync_once(self) -> bool:
         addr = self._master_addr()

@@ -109,6 +109,7 @@ class DefaultMessageStore:
         # Replication (broker/ha): a SLAVE refuses puts with this reason; a SYNC_MASTER's gate holds each asyncio
         # put's answer until a slave has its records.
         self.write_refusal = ""
+        self.write_guard: Callable[[], str] | None = None  # failover fencing: a reason to refuse, checked per put
         self.put_gate: Callable[[asyncio.Future[Any]], asyncio.Future[Any]] | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()  # every service thread's loop ends when it is set
@@ -417,7 +418,7 @@ class DefaultMessageStore:
         """Append, dispatch, then answer the callers now (ASYNC_FLUSH) or once a flush covers the batch.
 
         Asyncio callers (``loop`` given) are answered here only from the loop's own thread."""
-        refusal = self.write_refusal or self.disk.reason
+        refusal = self.write_refusal or self.disk.reason or (self.write_guard() if self.write_guard is not None else "")
         if not self._running or refusal:
             answer(callers, self._not_running(len(msgs), refusal or ""))
             return
@@ -484,6 +485,22 @@ class DefaultMessageStore:
     def read_replica_chunk(self, offset: int, max_bytes: int) -> tuple[bytes, bool] | None:
         """Master: the records a slave needs next (see ``CommitLog.read_replica_chunk``)."""
         return self.commitlog.read_replica_chunk(offset, max_bytes)
+
+    def truncate_replica(self, offset: int) -> None:
+        """Failover: drop everything at or after ``offset`` (a record boundary), records the group's new master
+        never had; the ConsumeQueues lose their entries there. Index entries past it are left: key queries check
+        the record they find, so they never return a message that is gone."""
+        with self._put_lock:
+            if offset >= self.commitlog.max_offset:
+                return
+            self.commitlog.set_end(offset)
+            for cq in self.queues.values():
+                cq.truncate_from_phys(offset)
+            self.index_dispatch.reset(offset)
+            self._inner_cache = None
+            self._inner_raw_cache = None
+        self._checkpoint()
+        log.warning("commitlog truncated for the new master", extra={"offset": offset})
 
     def append_replica(self, offset: int, data: bytes, blank: bool) -> int:
         """Slave: store records the master sent, byte for byte, and dispatch them to the ConsumeQueues and the

@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy orbitmq broker namesrv oms plugins transports spark_connector pyspark_rocketmq
+	$(BIN)/mypy orbitmq broker namesrv oms plugins transports spark_connector pyspark_rocketmq dashboard
 
 unit: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)

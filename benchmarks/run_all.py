@@ -12,7 +12,20 @@ import sys
 
 from benchmarks.common import write_result
 
-BENCHES = ["store", "e2e", "filter", "delivery", "oms", "logappender", "celery", "spark", "ha", "metrics"]
+BENCHES = [
+    "store",
+    "e2e",
+    "filter",
+    "delivery",
+    "oms",
+    "logappender",
+    "celery",
+    "spark",
+    "ha",
+    "failover",
+    "metrics",
+    "dashboard",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ Rule = Callable[[str, str], "str | None"]  # (importing module, imported name) -
 HOOK_LAYER = "broker.hookspecs"
 REGISTRATION_POINT = "broker.builtin_plugins"  # the one broker module that names the built-in plugin classes
 # The facades stand on the oms client: they run inside applications, never beside a broker.
-FACADES = ("plugins/logappender", "transports", "spark_connector")
+FACADES = ("plugins/logappender", "transports", "spark_connector", "dashboard")
 
 
 def _module_name(path: Path) -> str:
@@ -117,7 +117,7 @@ def pop_rule(module: str, name: str) -> str | None:
 
 def shared_rule(module: str, name: str) -> str | None:
     """orbitmq is the bottom layer: everything may import it, it imports none of them."""
-    for top in ("broker", "namesrv", "oms", "plugins", "transports", "spark_connector"):
+    for top in ("broker", "namesrv", "oms", "plugins", "transports", "spark_connector", "dashboard"):
         if _under(name, top):
             return "orbitmq imports none of the packages built on it"
     return None

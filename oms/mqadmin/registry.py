@@ -22,6 +22,9 @@ from oms.mqadmin.group.delete_sub_group import DeleteSubGroupSubCommand
 from oms.mqadmin.group.group_list import GroupListSubCommand
 from oms.mqadmin.group.producer_connection import ProducerConnectionSubCommand
 from oms.mqadmin.group.update_sub_group import UpdateSubGroupSubCommand
+from oms.mqadmin.ha.get_broker_epoch import GetBrokerEpochSubCommand
+from oms.mqadmin.ha.get_sync_state_set import GetSyncStateSetSubCommand
+from oms.mqadmin.ha.ha_status import HAStatusSubCommand
 from oms.mqadmin.message.check_msg_send_rt import CheckMsgSendRTSubCommand
 from oms.mqadmin.message.consume_message import ConsumeMessageSubCommand
 from oms.mqadmin.message.print_msg import PrintMsgSubCommand
@@ -90,6 +93,9 @@ COMMANDS: tuple[SubCommand[Any], ...] = (
     GetNamesrvConfigSubCommand(),
     UpdateNamesrvConfigSubCommand(),
     GetBrokerConfigSubCommand(),
+    HAStatusSubCommand(),
+    GetSyncStateSetSubCommand(),
+    GetBrokerEpochSubCommand(),
     SendMessageSubCommand(),
     ConsumeMessageSubCommand(),
     GroupListSubCommand(),

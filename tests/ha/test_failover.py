@@ -4,6 +4,7 @@ master is replaced by its in-sync slave without losing an acknowledged message a
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from tests.broker.v2client import message, raw_client
 from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
 from tests.ha.cluster import HA_OPTIONS, OK, commitlog_bytes, read_all
 from tests.ha.etcd import EtcdHandle
+from tests.oms.test_mqadmin import mqadmin_cmd, ok
 from tests.procs import ServerProcess, free_port
 from tests.waiting import wait_until
 
@@ -281,3 +283,30 @@ def test_etcd_restart_does_not_disturb_a_healthy_master(broker_factory, etcd):
 def runtime_info(addr: str) -> dict[str, str]:
     with grpc.insecure_channel(addr) as channel:
         return dict(AdminStub(channel).BrokerRuntimeInfo(admin_pb2.BrokerRuntimeInfoRequest(), timeout=10).info)
+
+
+@pytest.mark.timeout(120)
+def test_mqadmin_shows_the_sync_state_set_and_epochs(broker_factory, etcd):
+    ns = start_controller_namesrv(broker_factory.tmp_path, etcd)
+    try:
+        a = start_replica(broker_factory, ns, etcd, "FoAdm", "fo-adm", 1)
+        wait_until(lambda: is_master(a), timeout=30, what="the first broker to be elected")
+        b = start_replica(broker_factory, ns, etcd, "FoAdm", "fo-adm", 2)
+        wait_until(lambda: "SyncStateSet changed" in a.log(), timeout=30, what="the slave to join the SyncStateSet")
+        n = ("-n", ns.addr)
+
+        def sync_state() -> list[dict[str, object]]:
+            return json.loads(ok("getSyncStateSet", *n, "-b", "fo-adm", "--json"))
+
+        wait_until(lambda: any(r["ha"].get("syncStateSet") == "1,2" for r in sync_state()), 30, what="SyncStateSet 1,2")
+        rows = {r["broker_id"]: r["ha"] for r in json.loads(ok("getBrokerEpoch", *n, "-b", "fo-adm", "--json"))}
+        assert rows[0]["brokerRole"] == "SYNC_MASTER" and rows[0]["masterBrokerId"] == "1", rows
+        assert {r["brokerEpoch"] for r in rows.values()} == {"1"}, rows
+        text = ok("getSyncStateSet", *n, "-c", "FoAdm")
+        assert text.splitlines()[1].split() == ["fo-adm", "1", "1,2", "1"], text
+        assert "SLAVE" in ok("haStatus", *n, "-b", "fo-adm")
+        assert b.process.alive()
+        done = mqadmin_cmd("getSyncStateSet", *n, "-b", "fo-nobody")
+        assert done.returncode == 1 and "fo-nobody" in done.stderr
+    finally:
+        ns.process.stop()

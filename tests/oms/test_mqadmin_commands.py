@@ -18,7 +18,7 @@ from oms import mqadmin
 from oms.mqadmin.command import SubCommand
 from oms.mqadmin.registry import COMMANDS
 
-GROUPS = ("cluster", "broker", "namesrv", "topic", "group", "offset", "message")
+GROUPS = ("cluster", "broker", "namesrv", "ha", "topic", "group", "offset", "message")
 SHARED_FLAGS = ("--namesrvAddr", "--json", "--timeout", "--accessKey", "--secretKey", "--brokerAddr")
 
 

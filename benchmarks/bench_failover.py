@@ -2,7 +2,7 @@
 server) is SIGKILLed, and the time to the first write the other replica accepts is measured; the killed one
 restarts, rejoins as slave and catches up, and the round repeats (20 failovers, 3 with ``--quick``).
 
-Default lease and poll settings (``controllerLeaseTtlMs`` 3000, ``controllerPollIntervalMs`` 300). Goal (issue 18):
+Default lease and poll settings (``controllerLeaseTtlMs`` 2000, ``controllerPollIntervalMs`` 300). Goal (issue 18):
 p50 <= 3 s, max <= 6 s. ``python -m benchmarks.run_all failover``.
 """
 

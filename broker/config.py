@@ -96,7 +96,7 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     # behaviour while master (ASYNC_MASTER or SYNC_MASTER); the controller decides who is master.
     enableControllerMode: bool = False
     controllerAddr: str = ""  # etcd client endpoints host:port;host:port
-    controllerLeaseTtlMs: int = 3_000  # a broker silent this long is dead to the controller
+    controllerLeaseTtlMs: int = 2_000  # a broker silent this long is dead to the controller (etcd minimum: 2000)
     controllerPollIntervalMs: int = 300  # ms between lease renewals, offset reports and reads of the group state
 
     def gc_thresholds(self) -> tuple[int, int, int] | None:

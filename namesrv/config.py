@@ -44,7 +44,7 @@ class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     # Failover controller (docs/ha.md): runs here when enabled; one name server leads, elected through etcd.
     enableControllerInNamesrv: bool = False
     controllerAddr: str = ""  # etcd client endpoints host:port;host:port
-    controllerLeaseTtlMs: int = 3_000  # the controller's leadership lease
+    controllerLeaseTtlMs: int = 2_000  # the controller's leadership lease
     controllerPollIntervalMs: int = 300  # ms between scans of the broker groups' leases
     enableElectUncleanMaster: bool = False  # elect an out-of-sync replica when no in-sync one is alive
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+import rocketmq
 
+import oms
 from orbitmq.proto import admin_pb2
 from orbitmq.proto.admin_pb2_grpc import AdminStub
 from tests.broker.v2client import message, raw_client
@@ -308,5 +310,78 @@ def test_mqadmin_shows_the_sync_state_set_and_epochs(broker_factory, etcd):
         assert b.process.alive()
         done = mqadmin_cmd("getSyncStateSet", *n, "-b", "fo-nobody")
         assert done.returncode == 1 and "fo-nobody" in done.stderr
+    finally:
+        ns.process.stop()
+
+
+@pytest.mark.timeout(240)
+def test_oms_and_official_producers_follow_the_new_master(broker_factory, etcd):
+    """Producers given only the name server: the official client and oms keep sending through a failover, and every
+    message either of them had acknowledged is on the new master (read back from it)."""
+    ns = start_controller_namesrv(broker_factory.tmp_path, etcd)
+    try:
+        a = start_replica(broker_factory, ns, etcd, "FoClients", "fo-clients", 1)
+        b = start_replica(broker_factory, ns, etcd, "FoClients", "fo-clients", 2)
+        wait_until(lambda: is_master(a) or is_master(b), timeout=30, what="a first master")
+        old, new = (a, b) if is_master(a) else (b, a)
+        wait_until(lambda: "SyncStateSet changed" in old.log(), timeout=30, what="the slave to join the SyncStateSet")
+        topic = "FoClientsT"
+        with raw_client(old.addr) as c:  # the topic exists on the master before the producers ask for its route
+            assert c.send(message(topic, b"first"), timeout=5).status.code == OK
+        acked: dict[str, set[str]] = {"oms": set(), "official": set()}
+        stop = threading.Event()
+
+        def oms_loop() -> None:
+            with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap:
+                producer = ap.create_producer(operation_timeout=2000)
+                producer.startup()
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    try:
+                        acked["oms"].add(producer.send(oms.BytesMessage(f"oms-{n}", topic)).message_id)
+                    except oms.OMSException:
+                        time.sleep(0.1)
+                producer.shutdown()
+
+        def official_loop() -> None:
+            producer = rocketmq.Producer(
+                rocketmq.ClientConfiguration(ns.addr, rocketmq.Credentials(), request_timeout=2), (topic,)
+            )
+            producer.startup()
+            n = 0
+            try:
+                while not stop.is_set():
+                    n += 1
+                    m = rocketmq.Message()
+                    m.topic, m.body = topic, f"official-{n}".encode()
+                    try:
+                        acked["official"].add(producer.send(m).message_id)
+                    except Exception:  # the client's own errors while the master is gone: try again
+                        time.sleep(0.1)
+            finally:
+                producer.shutdown()
+
+        workers = [threading.Thread(target=oms_loop), threading.Thread(target=official_loop)]
+        for w in workers:
+            w.start()
+        try:
+            wait_until(lambda: all(len(s) >= 20 for s in acked.values()), 60, what="both producers sending")
+            old.stop(signal.SIGKILL)
+            before = {k: len(v) for k, v in acked.items()}
+            wait_until(
+                lambda: all(len(acked[k]) >= before[k] + 20 for k in acked),
+                60,
+                what="both producers sending to the new master",
+            )
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(timeout=60)
+        assert is_master(new)
+        stored = set(read_all(new.addr, topic))
+        for who, ids in acked.items():
+            missing = ids - stored
+            assert not missing, f"{who}: {len(missing)} of {len(ids)} acknowledged messages are not on the new master"
     finally:
         ns.process.stop()

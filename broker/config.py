@@ -81,6 +81,8 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     haHousekeepingInterval: int = 20_000  # ms without a frame before a replication connection is dropped
     haTransferBatchSize: int = 256 * 1024  # most bytes the master sends a slave in one frame
     haSlaveFallbehindMax: int = 256 * 1024 * 1024  # a SYNC_MASTER answers SLAVE_NOT_AVAILABLE past this lag
+    minInSyncReplicas: int = 1  # SYNC_MASTER: replicas (the master included) in sync for a put to be accepted
+    allAckInSyncStateSet: bool = False  # SYNC_MASTER: a put waits for every in-sync slave, not just one
     slaveSyncIntervalMs: int = 10_000  # ms between a slave's copies of the master's topics, groups and offsets
     # Metrics (docs/metrics.md): RocketMQ 5's names and keys
     metricsExporterType: ExporterType = ExporterType.DISABLE  # DISABLE, PROM (/metrics), OTLP_GRPC or LOG
@@ -111,6 +113,8 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
 
     def validate_ha(self) -> None:
         """brokerId 0 is the master, any other id a slave, as in RocketMQ."""
+        if self.minInSyncReplicas < 1:
+            raise ConfigError(f"minInSyncReplicas must be >= 1 (the master counts), got {self.minInSyncReplicas}")
         if self.brokerId < 0:
             raise ConfigError(f"brokerId must be >= 0, got {self.brokerId}")
         if self.enableControllerMode:

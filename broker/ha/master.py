@@ -41,6 +41,8 @@ class HAMasterConfig:
     housekeeping_interval_s: float
     sync_timeout_s: float  # syncFlushTimeout: how long a SYNC_MASTER put waits for a slave
     fallbehind_max: int  # haSlaveFallbehindMax: a slave further behind does not count as available
+    min_in_sync_replicas: int = 1  # minInSyncReplicas: replicas (the master included) a SYNC_MASTER put needs
+    all_ack_in_sync: bool = False  # allAckInSyncStateSet: every in-sync slave confirms, not just one
 
 
 @dataclass
@@ -123,8 +125,11 @@ class HAService:
         return _with_status(answer, status, reason)
 
     async def wait_for_slave(self, end_offset: int) -> PutMessageStatus | None:
-        """None once a slave has everything before ``end_offset``; otherwise why not (RocketMQ's statuses)."""
-        if self.push_offset >= end_offset or self.solo_ack:
+        """None once a slave has everything before ``end_offset`` (every in-sync slave with allAckInSyncStateSet);
+        otherwise why not (RocketMQ's statuses)."""
+        if 1 + len(self.in_sync_slaves()) < self.config.min_in_sync_replicas:
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE  # RocketMQ's IN_SYNC_REPLICAS_NOT_ENOUGH
+        if self.push_offset >= end_offset or (self.solo_ack and self.config.min_in_sync_replicas <= 1):
             return None
         if not self._slave_available(end_offset):
             return PutMessageStatus.SLAVE_NOT_AVAILABLE
@@ -143,7 +148,18 @@ class HAService:
             s.acked_offset >= 0 and end_offset - s.acked_offset <= self.config.fallbehind_max for s in self.slaves
         )
 
+    def _confirmed(self) -> int:
+        """What the waiters may count as replicated: the furthest any slave acked, or with allAckInSyncStateSet the
+        least any in-sync slave acked (a slave still catching up does not hold puts back: it is not in sync)."""
+        if not self.config.all_ack_in_sync:
+            return max((s.acked_offset for s in self.slaves), default=-1)
+        in_sync = [s.acked_offset for s in self.slaves if s.caught_up]
+        if in_sync:
+            return min(in_sync)
+        return max((s.acked_offset for s in self.slaves), default=-1)  # none in sync yet: as without the key
+
     def _on_ack(self, offset: int) -> None:
+        offset = min(offset, self._confirmed()) if self.config.all_ack_in_sync else offset
         if offset <= self.push_offset:
             return
         self.push_offset = offset

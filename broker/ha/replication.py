@@ -77,6 +77,8 @@ class Replication:
                     housekeeping_interval_s=housekeeping,
                     sync_timeout_s=store.config.syncFlushTimeout / 1000,
                     fallbehind_max=cfg.haSlaveFallbehindMax,
+                    min_in_sync_replicas=cfg.minInSyncReplicas,
+                    all_ack_in_sync=cfg.allAckInSyncStateSet,
                 ),
                 lambda: master_metadata(topics, groups, offsets),
             )

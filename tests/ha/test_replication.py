@@ -12,12 +12,14 @@ import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
+from orbitmq.proto import admin_pb2
 from orbitmq.proto import namesrv_pb2 as pb
+from orbitmq.proto.admin_pb2_grpc import AdminStub
 from orbitmq.proto.namesrv_pb2_grpc import NameServerStub
 from orbitmq.route import TopicRouteData
 from orbitmq.route_proto import route_from_proto
 from tests.broker.v2client import message, raw_client
-from tests.ha.cluster import OK, commitlog_bytes, read_all, send_batch, start_group
+from tests.ha.cluster import HA_OPTIONS, OK, commitlog_bytes, read_all, send_batch, start_group
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -182,3 +184,48 @@ def test_sync_master_answers_slave_timeout_while_its_slave_is_frozen(broker_fact
     # the slave catches up from where it stopped and the master answers OK again
     wait_until(lambda: send_batch(group.master.addr, "HaFrozen", [b"after"])[0] == OK, timeout=30)
     wait_until(lambda: set(read_all(group.slave.addr, "HaFrozen").values()) >= {b"before", b"frozen", b"after"})
+
+
+@pytest.mark.timeout(120)
+def test_min_in_sync_replicas_and_all_ack_in_sync_state_set(broker_factory):
+    # minInSyncReplicas 3 with one slave: a SYNC_MASTER put is refused, nothing waits for a slave that cannot exist
+    short = start_group(broker_factory, None, "ha-min", options={"minInSyncReplicas": "3"})
+    wait_until(lambda: "slave connected" in short.master.log(), timeout=30)
+    code, _, why = send_batch(short.master.addr, "HaMin", [b"refused"])
+    assert code == Code.HA_NOT_AVAILABLE and "slave" in why, why
+
+    # allAckInSyncStateSet: with two in-sync slaves and one frozen, a put waits for both and times out;
+    # without the key the other slave's confirmation is enough
+    for all_ack, expected in (("true", Code.SLAVE_PERSISTENCE_TIMEOUT), ("false", OK)):
+        name = f"ha-allack-{all_ack}"
+        opts = {"syncFlushTimeout": "800", "allAckInSyncStateSet": all_ack}
+        group = start_group(broker_factory, None, name, options=opts)
+        ha_port = group.master.options["haListenPort"]
+        second = broker_factory.broker(
+            None,
+            name=f"{name}-slave2",
+            options={
+                **HA_OPTIONS,
+                **opts,
+                "brokerRole": "SLAVE",
+                "brokerId": "2",
+                "brokerName": name,
+                "haMasterAddress": f"127.0.0.1:{ha_port}",
+            },
+        )
+        wait_until(lambda g=group: g.master.log().count("slave connected") >= 2, timeout=30, what="two slaves")
+        wait_until(lambda g=group: send_batch(g.master.addr, "HaAllAck", [b"warm"])[0] == OK, timeout=30)
+        wait_until(lambda g=group: slaves_in_sync(g.master.addr) == 2, timeout=30, what="both slaves caught up")
+        os.kill(second.process.pid, signal.SIGSTOP)
+        try:
+            code, _, why = send_batch(group.master.addr, "HaAllAck", [b"one slave frozen"])
+        finally:
+            os.kill(second.process.pid, signal.SIGCONT)
+        assert code == expected, (all_ack, code, why)
+
+
+def slaves_in_sync(addr: str) -> int:
+    """Slaves the master reports with no lag (``haSlave<N>``: ``addr acked=... lag=0``)."""
+    with grpc.insecure_channel(addr) as channel:
+        info = AdminStub(channel).BrokerRuntimeInfo(admin_pb2.BrokerRuntimeInfoRequest(), timeout=10).info
+    return sum(1 for k, v in info.items() if k.startswith("haSlave") and k[7:].isdigit() and v.endswith(" lag=0"))

@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -37,6 +38,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="port of the embedded name server")
     p.add_argument("--host", help="bindAddress of the gRPC listener (default 0.0.0.0; 127.0.0.1 with --standalone)")
     p.add_argument("--namesrv-host", help="bind address of the embedded name server (default: the broker's)")
+    p.add_argument(
+        "--dashboard-port",
+        type=int,
+        help="with --standalone: also serve mqdashboard on this port (its own process; login password printed)",
+    )
     p.add_argument("--json-log", action="store_true", help="log JSON lines")
     p.add_argument("--log-level", default="INFO")
     p.add_argument(
@@ -123,7 +129,10 @@ async def run(args: argparse.Namespace) -> int:
         namesrv, ns_port = await _start_embedded_namesrv(args.namesrv_port, ns_host, settings.broker)
         overrides["namesrvAddr"] = settings.broker.namesrvAddr = f"127.0.0.1:{ns_port}"
         log.info("embedded name server started", port=ns_port)
+    if args.dashboard_port is not None and not settings.broker.namesrvAddr:
+        raise ConfigError("--dashboard-port needs name servers: use it with --standalone or -n")
     controller = BrokerController(settings)
+    dashboard: subprocess.Popen[bytes] | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -140,13 +149,27 @@ async def run(args: argparse.Namespace) -> int:
             )
         else:
             print(f"OrbitMQ broker {settings.broker.brokerName} ready on {access}", flush=True)
+        if args.dashboard_port is not None:
+            dashboard = _start_dashboard(settings.broker.namesrvAddr, settings.broker.bind_host, args.dashboard_port)
         await stop.wait()
     finally:
+        if dashboard is not None:
+            dashboard.terminate()
+            try:
+                dashboard.wait(10)
+            except subprocess.TimeoutExpired:
+                dashboard.kill()
         await controller.shutdown()
         if namesrv is not None:
             with contextlib.suppress(Exception):
                 await namesrv.stop()
     return 0
+
+
+def _start_dashboard(namesrv: str, host: str, port: int) -> subprocess.Popen[bytes]:
+    """mqdashboard as a child process: a web app has no business in the broker's event loop."""
+    args = [sys.executable, "-m", "dashboard.cli", "-n", namesrv.split(";")[0], "--host", host, "--port", str(port)]
+    return subprocess.Popen(args)
 
 
 def main(argv: list[str] | None = None) -> int:

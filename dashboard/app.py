@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
@@ -263,6 +263,28 @@ def create_app(backend: Backend, users: Users, session_key: bytes) -> Starlette:
             request, "message.html", m=view, body=view.body.decode("utf-8", errors="replace"), consumed=consumed
         )
 
+    # -- HA and traffic ------------------------------------------------------------------------------------------
+
+    async def ha(request: Request) -> Response:
+        brokers = await call(rm.cluster_list, runtime=True)
+        groups: dict[str, list[Any]] = {}
+        for b in brokers:
+            groups.setdefault(b.broker_name, []).append(b)
+        return page(request, "ha.html", groups=sorted(groups.items()))
+
+    async def traffic(request: Request) -> Response:
+        return page(request, "traffic.html")
+
+    async def traffic_json(request: Request) -> Response:
+        rows = await call(rm.stats_all)
+        topics: dict[str, dict[str, float]] = {}
+        for r in rows:
+            t = topics.setdefault(r.topic, {"in_tps": r.in_tps, "out_tps": 0.0})
+            t["out_tps"] += r.out_tps
+        total_in = sum(t["in_tps"] for t in topics.values())
+        total_out = sum(t["out_tps"] for t in topics.values())
+        return JSONResponse({"in_tps": total_in, "out_tps": total_out, "topics": topics})
+
     # -- dead letters --------------------------------------------------------------------------------------------
 
     async def dlq(request: Request) -> Response:
@@ -310,6 +332,9 @@ def create_app(backend: Backend, users: Users, session_key: bytes) -> Starlette:
         Route("/groups/{group}/delete", group_delete, methods=["GET", "POST"]),
         Route("/messages", messages),
         Route("/messages/{topic}/{broker}/{qid:int}/{offset:int}", message),
+        Route("/ha", ha),
+        Route("/traffic", traffic),
+        Route("/api/traffic", traffic_json),
         Route("/dlq", dlq),
         Route("/dlq/{group}/resend", dlq_resend, methods=["POST"]),
     ]

@@ -120,6 +120,13 @@ def test_click_through_every_page(page: Any, stack: Any, tmp_path: Path) -> None
     page.goto(dash.url + "/messages?topic=DashOrders")
     assert "hello from the browser" in page.inner_text("#rows")
 
+    # live traffic (polled by the page's script) and the replicas' HA state
+    page.click("text=Traffic")
+    page.wait_for_function("document.querySelector('#per-topic tbody').innerText.includes('DashOrders')")
+    assert page.inner_text("#in-now") != "-"
+    page.click("text=HA")
+    assert "ASYNC_MASTER" in page.inner_text("#ha-dash-a")
+
     # a consumer group with a client online (gRPC), its progress and a dead letter resent
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap:
         consumer = ap.create_push_consumer(consumer_id="GDash")
@@ -169,3 +176,35 @@ def test_click_through_every_page(page: Any, stack: Any, tmp_path: Path) -> None
     assert "deleted topic DashOrders" in dash.process.log(), "destructive actions are logged"
     page.click("#logout")
     assert page.goto(dash.url + "/cluster").url.startswith(dash.url + "/login")
+
+
+@pytest.mark.timeout(120)
+def test_standalone_broker_serves_the_dashboard(tmp_path: Path) -> None:
+    """``mqbroker --standalone --dashboard-port``: the one-command set-up with a console, its password in the log."""
+    import http.cookiejar
+    import urllib.parse
+    import urllib.request
+
+    port, dash_port, ns_port = free_port(), free_port(), free_port()
+    args = [
+        sys.executable, "-m", "broker.cli", "--standalone", "--store", str(tmp_path / "store"), "--port", str(port),
+        "--namesrv-port", str(ns_port), "--dashboard-port", str(dash_port),
+    ]  # fmt: skip
+    broker = ServerProcess(args, tmp_path / "broker.log").start()
+    try:
+        broker.wait_port(dash_port, 60)
+        found = re.search(r"log in as admin with password (\S+)", broker.log())
+        assert found, broker.log()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        base = f"http://127.0.0.1:{dash_port}"
+        form = urllib.parse.urlencode({"username": "admin", "password": found.group(1), "next": "/cluster"}).encode()
+
+        def cluster_page() -> str:
+            with opener.open(base + "/login", form, timeout=10) as response:
+                return str(response.read().decode())
+
+        wait_until(lambda: f"127.0.0.1:{port}" in cluster_page(), 30, what="the broker on the cluster page")
+    finally:
+        broker.stop()
+    with pytest.raises(OSError):  # the dashboard stopped with the broker
+        urllib.request.urlopen(f"http://127.0.0.1:{dash_port}/login", timeout=2)

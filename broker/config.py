@@ -38,6 +38,9 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     brokerId: int = 0  # 0 for the master, above 0 for slaves
     namesrvAddr: str = ""  # "host:port;host:port"
     listenPort: int = DEFAULT_BROKER_GRPC_PORT  # gRPC port (v2 protocol and the internal services)
+    # RocketMQ remoting listener for 4.x clients (docs/remoting.md): -1 = off, 0 = a free port; RocketMQ's broker
+    # listens on 10911 for it
+    remotingListenPort: int = -1
     # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
     bindAddress: str = ""
     brokerIP1: str = "127.0.0.1"  # address advertised in routes and message ids

@@ -35,6 +35,7 @@ from broker.metrics.recorder import BrokerMetrics
 from broker.plugins import BrokerPlugins
 from broker.pop.service import PopService
 from broker.registration import BrokerRegistrar
+from broker.remoting.processor import BrokerRemotingHandler
 from broker.stats_manager import BrokerStatsManager
 from broker.store.message_store import DefaultMessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
@@ -48,6 +49,7 @@ from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
+from orbitmq.remoting.server import RemotingServer
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
 
@@ -69,6 +71,7 @@ class BrokerController:
         self.ctx: BrokerContext | None = None
         self.pop: PopService | None = None
         self.metrics: Exporter | None = None
+        self.remoting: RemotingServer | None = None  # the 4.x clients' listener (remotingListenPort)
         self.recorder: BrokerMetrics | None = None  # metrics counters; None when metricsExporterType=DISABLE
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -184,6 +187,11 @@ class BrokerController:
                 port=self.port,
             )
 
+        remoting_addr = ""
+        if cfg.remotingListenPort >= 0:
+            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker")
+            remoting_port = await self.remoting.start(cfg.bind_host, cfg.remotingListenPort)
+            remoting_addr = f"{cfg.brokerIP1}:{remoting_port}"
         if cfg.namesrv_list():
             registrar = BrokerRegistrar(
                 cfg.namesrv_list(),
@@ -198,6 +206,7 @@ class BrokerController:
                 credentials=ClusterCredentials.parse(cfg.innerClientAuthenticationCredentials),
                 channel_credentials=cfg.channel_credentials(),
                 ha_addr=ctx.ha.ha_addr,
+                remoting_addr=remoting_addr,
             )
             ctx.registrar = registrar
             if cfg.enableControllerMode:
@@ -345,6 +354,9 @@ class BrokerController:
         ctx.long_polling.wake_all()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_S)
+        if self.remoting is not None:
+            await self.remoting.stop()
+            self.remoting = None
         close_exporter(self.metrics)
         self.metrics = None
         for task in list(self._tasks):

@@ -84,8 +84,10 @@ class BrokerRegistrar:
         group_policies: Callable[[], list[GroupPolicy]] | None = None,
         credentials: ClusterCredentials | None = None,
         channel_credentials: grpc.ChannelCredentials | None = None,
+        remoting_addr: str = "",
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv_addrs)
+        self.remoting_addr = remoting_addr  # the remoting listener 4.x clients use, if any
         self.cluster = cluster
         self.broker_name = broker_name
         self.broker_id = broker_id
@@ -242,6 +244,7 @@ class BrokerRegistrar:
             auto_create_topic_enable=self.auto_create_topic_enable,
             default_topic_queue_nums=self.default_topic_queue_nums,
             group_policies=groups,
+            remoting_addr=self.remoting_addr,
         )
 
     async def _register_on(self, link: _Link, registration: pb.BrokerRegistration) -> bool:

@@ -34,6 +34,9 @@ class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     longPollingTimeoutSeconds: int = limits.DEFAULT_LONG_POLLING_TIMEOUT_S
     # Answer QueryRoute for unknown topics with the default queues of brokers that auto-create topics.
     autoCreateTopicRouteEnable: bool = True
+    # RocketMQ remoting listener for 4.x clients (docs/remoting.md): -1 = off, 0 = a free port. RocketMQ's name
+    # server takes 9876 for it; here 9876 is the gRPC port, so remoting clients use another one (e.g. 9877).
+    remotingListenPort: int = -1
     # Seconds a stop waits for in-flight calls.
     shutdownGraceSeconds: float = 2.0
     # Write RPCs (broker registration, unregistration, KV config) need the cluster credentials (docs/security.md).

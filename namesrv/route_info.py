@@ -41,6 +41,7 @@ class BrokerLiveInfo:
     default_topic_queue_nums: int = 4
     session: object | None = None  # the BrokerSession stream that registered it last, if any
     group_policies: dict[str, GroupPolicy] = field(default_factory=dict)
+    remoting_addr: str = ""  # where 4.x clients reach it (remotingListenPort), empty without a remoting listener
 
 
 @dataclass
@@ -96,6 +97,7 @@ class RouteInfoManager:
             default_topic_queue_nums=reg.default_topic_queue_nums or 4,
             session=session,
             group_policies={g.group_name: group_policy_from_proto(g) for g in reg.group_policies},
+            remoting_addr=reg.remoting_addr,
         )
         # the master owns the topic table of its group (RocketMQ: slaves only add themselves to the route)
         if reg.broker_id == MASTER_ID or not self._has_queue_data(reg.broker_name):

@@ -14,6 +14,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 from namesrv.config import NamesrvConfig
 from namesrv.internal_service import NameServerService
 from namesrv.kv_config import KVConfigManager
+from namesrv.remoting import NamesrvRemotingHandler
 from namesrv.route_info import RouteInfoManager
 from namesrv.v2_service import NamesrvMessagingService
 from orbitmq import limits, tls
@@ -21,6 +22,7 @@ from orbitmq.grpc_guard import guarded_server
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
+from orbitmq.remoting.server import RemotingServer
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
 
@@ -53,6 +55,7 @@ class NameServer:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
+        self.remoting: RemotingServer | None = None  # the 4.x clients' listener (remotingListenPort)
 
     # the client latches fifo and its retry policy from the first settings reply, often ours (protocol P6)
     def _group_fifo(self, group: str) -> bool:
@@ -94,6 +97,10 @@ class NameServer:
         self._server, self.port = server, port
         await self.hub.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
+        if self.config.remotingListenPort >= 0:
+            handler = NamesrvRemotingHandler(self.routes, self.config.autoCreateTopicRouteEnable)
+            self.remoting = RemotingServer(handler, "namesrv")
+            await self.remoting.start(self.config.host, self.config.remotingListenPort)
         log.info("name server started", host=self.config.host, port=port, tls=self.config.tls_server_enabled)
         if self.credentials is None and not is_loopback(self.config.host):
             log.warning(
@@ -111,6 +118,9 @@ class NameServer:
                 await self._scan_task
             self._scan_task = None
         await self.hub.stop()
+        if self.remoting is not None:
+            await self.remoting.stop()
+            self.remoting = None
         if self._server is not None:
             await self._server.stop(self.config.shutdownGraceSeconds)
             self._server = None

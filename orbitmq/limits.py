@@ -45,3 +45,6 @@ MAX_SEND_BATCH_MESSAGES = 1024
 MAX_PULL_BATCH_SIZE = 1024
 MAX_LONG_POLLING_MS = 20_000
 DEFAULT_CONSUMER_RETRY_MAX_TIMES = 16
+
+# Remoting protocol (orbitmq/remoting): RocketMQ's NettyDecoder refuses frames over 16 MiB
+MAX_REMOTING_FRAME_BYTES = 16 * MIB

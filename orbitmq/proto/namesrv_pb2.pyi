@@ -32,7 +32,7 @@ class TopicConfigData(_message.Message):
     def __init__(self, topic_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., order: _Optional[bool] = ..., message_type: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class BrokerRegistration(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_addr", "topic_configs", "data_version", "auto_create_topic_enable", "default_topic_queue_nums", "group_policies")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_addr", "topic_configs", "data_version", "auto_create_topic_enable", "default_topic_queue_nums", "group_policies", "remoting_addr")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class BrokerRegistration(_message.Message):
     AUTO_CREATE_TOPIC_ENABLE_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_TOPIC_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
     GROUP_POLICIES_FIELD_NUMBER: _ClassVar[int]
+    REMOTING_ADDR_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -53,7 +54,8 @@ class BrokerRegistration(_message.Message):
     auto_create_topic_enable: bool
     default_topic_queue_nums: int
     group_policies: _containers.RepeatedCompositeFieldContainer[GroupPolicyData]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ..., data_version: _Optional[int] = ..., auto_create_topic_enable: _Optional[bool] = ..., default_topic_queue_nums: _Optional[int] = ..., group_policies: _Optional[_Iterable[_Union[GroupPolicyData, _Mapping]]] = ...) -> None: ...
+    remoting_addr: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_addr: _Optional[str] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfigData, _Mapping]]] = ..., data_version: _Optional[int] = ..., auto_create_topic_enable: _Optional[bool] = ..., default_topic_queue_nums: _Optional[int] = ..., group_policies: _Optional[_Iterable[_Union[GroupPolicyData, _Mapping]]] = ..., remoting_addr: _Optional[str] = ...) -> None: ...
 
 class GroupPolicyData(_message.Message):
     __slots__ = ("group_name", "fifo", "max_delivery_attempts")

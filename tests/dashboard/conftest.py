@@ -1,5 +1,8 @@
-"""One browser per test run: Debian's Chromium (installed by scripts/install_browser.sh when missing) driven by
-Playwright through ``executable_path``, since Playwright's own browser download is not reachable here."""
+"""One browser for the dashboard tests: Debian's Chromium (installed by scripts/install_browser.sh when missing)
+driven by Playwright through ``executable_path``, since Playwright's own browser download is not reachable here.
+
+Module-scoped, not session-scoped: Playwright's sync API runs an event loop in the main thread while it lives, and
+the tests after these call ``asyncio.run``."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     subprocess.run(["bash", str(ROOT / "scripts" / "install_browser.sh")], check=True, timeout=900)
     from playwright.sync_api import sync_playwright

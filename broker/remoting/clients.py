@@ -1,0 +1,69 @@
+"""Remoting clients known from their HEART_BEATs: which consumer groups they are in, what they subscribe to, and
+when they were last heard from (RocketMQ's ConsumerManager for 4.x clients)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RemotingClient:
+    client_id: str
+    peer: str
+    language: str
+    version: int
+    groups: set[str] = field(default_factory=set)  # consumer groups
+    producer_groups: set[str] = field(default_factory=set)
+    subscriptions: dict[tuple[str, str], str] = field(default_factory=dict)  # (group, topic) -> tag expression
+    last_seen: float = 0.0
+
+
+class RemotingClients:
+    def __init__(self, expire_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.expire_s = expire_s
+        self.clock = clock
+        self._clients: dict[str, RemotingClient] = {}
+
+    def heartbeat(self, data: dict[str, Any], peer: str, language: str, version: int) -> set[str]:
+        """Record a HEART_BEAT body; returns the consumer groups whose membership changed."""
+        client_id = str(data.get("clientID") or peer)
+        client = self._clients.get(client_id)
+        if client is None:
+            client = self._clients[client_id] = RemotingClient(client_id, peer, language, version)
+        before = set(client.groups)
+        client.groups = set()
+        client.subscriptions = {}
+        for consumer in data.get("consumerDataSet") or []:
+            group = str(consumer.get("groupName", ""))
+            if not group:
+                continue
+            client.groups.add(group)
+            for sub in consumer.get("subscriptionDataSet") or []:
+                client.subscriptions[(group, str(sub.get("topic", "")))] = str(sub.get("subString") or "*")
+        client.producer_groups = {str(p.get("groupName", "")) for p in data.get("producerDataSet") or []}
+        client.last_seen = self.clock()
+        return before ^ client.groups
+
+    def unregister(self, client_id: str) -> set[str]:
+        client = self._clients.pop(client_id, None)
+        return set(client.groups) if client else set()
+
+    def _alive(self) -> list[RemotingClient]:
+        now = self.clock()
+        for cid in [c.client_id for c in self._clients.values() if now - c.last_seen > self.expire_s]:
+            del self._clients[cid]
+        return list(self._clients.values())
+
+    def consumer_ids(self, group: str) -> list[str]:
+        return sorted(c.client_id for c in self._alive() if group in c.groups)
+
+    def subscription(self, group: str, topic: str) -> str | None:
+        """The tag expression one of the group's clients declared for ``topic`` (None when none did)."""
+        for c in self._alive():
+            expression = c.subscriptions.get((group, topic))
+            if expression is not None:
+                return expression
+        return None

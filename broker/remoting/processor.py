@@ -1,0 +1,278 @@
+"""Answers to 4.x clients' requests on the broker: each request code maps onto the store and the services the gRPC
+protocol uses (topics, offsets, long polling, the retry service, the timer); business errors become RocketMQ's
+response codes with a remark naming the field or the limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import TYPE_CHECKING
+
+from broker.remoting.clients import RemotingClients
+from broker.remoting.message_codec import decode_properties_string, encode_message
+from broker.retry_service import RetryService
+from broker.store.message import MessageExtBrokerInner
+from broker.store.results import GetMessageStatus, PutMessageStatus
+from broker.timer_service import to_delay_level
+from orbitmq import message_const as mc
+from orbitmq.delay import client_delay_level, parse_delay_levels
+from orbitmq.errors import Code, MQError
+from orbitmq.logging import get_logger
+from orbitmq.remoting.codec import FrameError, RemotingCommand
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.route import READ_WRITE, PermName, TopicMessageType
+from orbitmq.topics import is_retry_topic, retry_topic
+from orbitmq.validation import validate_body, validate_group, validate_topic
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+log = get_logger("broker.remoting")
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+MAX_PULL_MESSAGES = 32  # RocketMQ's default maxMsgNums
+# SendMessageRequestHeaderV2's one-letter names
+_V2_HEADER_NAMES = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+    "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
+    "l": "maxReconsumeTimes", "m": "batch",
+}  # fmt: skip
+_PUT_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+_ERROR_CODES = {
+    Code.TOPIC_NOT_FOUND: ResponseCode.TOPIC_NOT_EXIST,
+    Code.FORBIDDEN: ResponseCode.NO_PERMISSION,
+    Code.UNAUTHORIZED: ResponseCode.NO_PERMISSION,
+    Code.CONSUMER_GROUP_NOT_FOUND: ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+    Code.MESSAGE_NOT_FOUND: ResponseCode.QUERY_NOT_FOUND,
+}
+
+
+def _peer_tuple(peer: str) -> tuple[str, int]:
+    host, _, port = peer.rpartition(":")
+    return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+
+
+class BrokerRemotingHandler:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.clients = RemotingClients(ctx.config.clientExpireMs / 1000)
+        self.retry = RetryService(ctx)
+        self.levels = parse_delay_levels(ctx.config.messageDelayLevel)
+        self._handlers = {
+            RequestCode.SEND_MESSAGE: self._send,
+            RequestCode.SEND_MESSAGE_V2: self._send,
+            RequestCode.PULL_MESSAGE: self._pull,
+            RequestCode.HEART_BEAT: self._heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self._unregister,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: self._query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self._update_offset,
+            RequestCode.GET_MAX_OFFSET: self._max_offset,
+            RequestCode.GET_MIN_OFFSET: self._min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self._send_back,
+        }
+
+    async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
+        handler = self._handlers.get(cmd.code)  # type: ignore[call-overload]
+        if handler is None:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
+        try:
+            response: RemotingCommand = await handler(cmd, peer)
+            return response
+        except MQError as exc:  # a refusal: the closest RocketMQ code, the reason in the remark
+            fallback = ResponseCode.MESSAGE_ILLEGAL if 40000 <= int(exc.code) < 50000 else ResponseCode.SYSTEM_ERROR
+            return cmd.response(_ERROR_CODES.get(exc.code, fallback), exc.message)
+
+    # -- produce -------------------------------------------------------------------------------------------------
+
+    async def _send(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        h = cmd.ext_fields
+        if cmd.code == RequestCode.SEND_MESSAGE_V2:
+            h = {_V2_HEADER_NAMES.get(k, k): v for k, v in h.items()}
+        if h.get("batch") == "true":
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch sends are not supported on remoting yet")
+        topic = h.get("topic") or ""
+        if not topic:
+            raise FrameError("send: header field 'topic' is missing")
+        validate_topic(topic)
+        ctx = self.ctx
+        tc = ctx.topics.get_or_auto_create(topic, TopicMessageType.NORMAL)
+        if not PermName.is_writeable(tc.perm):
+            return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic!r} is not writeable on this broker")
+        validate_body(cmd.body, ctx.max_message_size)
+        props = decode_properties_string(h.get("properties", ""))
+        # 4.x clients set the unique id themselves; one is made for those that do not (v2 consumers need one)
+        props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
+        qid = int(h.get("queueId") or 0)
+        n = max(1, tc.write_queue_nums)
+        qid = qid % n if qid >= 0 else 0
+        inner = MessageExtBrokerInner(
+            topic=topic,
+            body=cmd.body,
+            queue_id=qid,
+            properties=props,
+            flag=int(h.get("flag") or 0),
+            sys_flag=int(h.get("sysFlag") or 0),
+            born_timestamp=int(h.get("bornTimestamp") or time.time() * 1000),
+            born_host=_peer_tuple(peer),
+            store_host=ctx.store_host,
+            reconsume_times=int(h.get("reconsumeTimes") or 0),
+        )
+        deliver_ms = 0
+        raw_level = props.pop(mc.PROPERTY_DELAY_TIME_LEVEL, None)
+        if raw_level and raw_level != "0":
+            level = client_delay_level(raw_level, len(self.levels))
+            if ctx.timer is None:
+                return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, "this broker has no timer for delay levels")
+            deliver_ms = to_delay_level(inner, level, self.levels, int(time.time() * 1000))
+        (result,) = await ctx.store.put_messages_aio([inner])
+        ar = result.append_result
+        if deliver_ms and ar is not None and ctx.timer is not None:
+            ctx.timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes, queue_id=inner.queue_id)
+        code = _PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if ar is None:
+            return cmd.response(code, result.error or result.status.value)
+        return cmd.response(
+            code,
+            None if code == ResponseCode.SUCCESS else (result.error or result.status.value),
+            msgId=ar.msg_id,
+            queueId=qid if not deliver_ms else h.get("queueId", qid),
+            queueOffset=ar.logics_offset,
+        )
+
+    # -- consume -------------------------------------------------------------------------------------------------
+
+    async def _pull(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        ctx = self.ctx
+        group, topic = cmd.field("consumerGroup"), cmd.field("topic")
+        validate_group(group)
+        validate_topic(topic, allow_system=is_retry_topic(topic))
+        qid, offset = cmd.int_field("queueId"), cmd.int_field("queueOffset")
+        flags = cmd.int_field("sysFlag", 0)
+        batch = max(1, min(cmd.int_field("maxMsgNums", MAX_PULL_MESSAGES), MAX_PULL_MESSAGES))
+        if flags & PULL_FLAG_COMMIT_OFFSET and cmd.int_field("commitOffset", 0) > 0 and not ctx.config.is_slave:
+            ctx.offsets.commit_offset(group, topic, qid, cmd.int_field("commitOffset"))
+        if ctx.topics.get(topic) is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist on this broker")
+        expression = cmd.ext_fields.get("subscription") if flags & PULL_FLAG_SUBSCRIPTION else None
+        if expression is None:
+            expression = self.clients.subscription(group, topic)
+        msg_filter = None
+        if expression and expression.strip() != "*":
+            expr_type = cmd.ext_fields.get("expressionType") or "TAG"
+            msg_filter = ctx.compiled_filter(group, topic, expr_type, expression)
+        suspend_s = cmd.int_field("suspendTimeoutMillis", 0) / 1000 if flags & PULL_FLAG_SUSPEND else 0.0
+        deadline = time.monotonic() + min(suspend_s, ctx.config.longPollingMaxMs / 1000)
+        while True:
+            result = ctx.store.get_message(group, topic, qid, offset, batch, msg_filter)
+            header = {"minOffset": result.min_offset, "maxOffset": result.max_offset, "suggestWhichBrokerId": 0}
+            status = result.status
+            if status is GetMessageStatus.FOUND:
+                response = cmd.response(ResponseCode.SUCCESS, nextBeginOffset=result.next_begin_offset, **header)
+                response.body = b"".join(encode_message(m) for m in result.messages)
+                return response
+            if status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
+                return cmd.response(
+                    ResponseCode.PULL_OFFSET_MOVED,
+                    f"offset {offset} is outside [{result.min_offset}, {result.max_offset}] of queue {qid}",
+                    nextBeginOffset=result.next_begin_offset,
+                    **header,
+                )
+            if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_CORRUPTED):
+                return cmd.response(
+                    ResponseCode.PULL_RETRY_IMMEDIATELY,
+                    status.value,
+                    nextBeginOffset=result.next_begin_offset,
+                    **header,
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                next_offset = offset if status is not GetMessageStatus.NO_MATCHED_LOGIC_QUEUE else 0
+                return cmd.response(ResponseCode.PULL_NOT_FOUND, status.value, nextBeginOffset=next_offset, **header)
+            await ctx.long_polling.wait(topic, qid, offset, remaining)
+
+    async def _heartbeat(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        try:
+            data = json.loads(cmd.body or b"{}")
+        except ValueError as exc:
+            raise FrameError(f"HEART_BEAT body is not JSON: {exc}") from None
+        ctx = self.ctx
+        for consumer in data.get("consumerDataSet") or []:
+            group = str(consumer.get("groupName", ""))
+            validate_group(group)
+            gc = ctx.groups.get_or_auto_create(group)
+            # 4.x consumers pull their group's retry topic from the start, as RocketMQ's heartbeat creates it
+            if ctx.topics.get(retry_topic(group)) is None:
+                ctx.topics.create_internal(retry_topic(group), max(1, gc.retry_queue_nums), READ_WRITE)
+        changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version)
+        if changed:
+            log.info("remoting consumers changed", groups=sorted(changed), client=data.get("clientID"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _unregister(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        self.clients.unregister(cmd.field("clientID"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _consumer_list(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        group = cmd.field("consumerGroup")
+        ids = set(self.clients.consumer_ids(group))
+        ids |= {c.client_id for c in self.ctx.telemetry.clients(group=group) if not c.is_producer}
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer of group {group!r} is online")
+        response = cmd.response(ResponseCode.SUCCESS)
+        response.body = json.dumps({"consumerIdList": sorted(ids)}).encode()
+        return response
+
+    async def _query_offset(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        group, topic, qid = cmd.field("consumerGroup"), cmd.field("topic"), cmd.int_field("queueId")
+        offset = self.ctx.offsets.query_offset(group, topic, qid)
+        if offset < 0:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"group {group!r} has no offset on {topic}:{qid}")
+        return cmd.response(ResponseCode.SUCCESS, offset=offset)
+
+    async def _update_offset(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        group, topic = cmd.field("consumerGroup"), cmd.field("topic")
+        validate_group(group)
+        self.ctx.offsets.commit_offset(group, topic, cmd.int_field("queueId"), cmd.int_field("commitOffset"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _max_offset(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        offset = self.ctx.store.get_max_offset_in_queue(cmd.field("topic"), cmd.int_field("queueId"))
+        return cmd.response(ResponseCode.SUCCESS, offset=offset)
+
+    async def _min_offset(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        offset = self.ctx.store.get_min_offset_in_queue(cmd.field("topic"), cmd.int_field("queueId"))
+        return cmd.response(ResponseCode.SUCCESS, offset=offset)
+
+    async def _search_offset(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        store = self.ctx.store
+        offset = store.get_offset_in_queue_by_time(
+            cmd.field("topic"), cmd.int_field("queueId"), cmd.int_field("timestamp")
+        )
+        return cmd.response(ResponseCode.SUCCESS, offset=offset)
+
+    async def _send_back(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        group = cmd.field("group")
+        commitlog_offset = cmd.int_field("offset")
+        stored = self.ctx.store.look_message_by_offset(commitlog_offset)
+        topic = stored.topic if stored is not None else cmd.field("originTopic")
+        await self.retry.send_back(
+            group,
+            topic,
+            commitlog_offset,
+            cmd.int_field("delayLevel", 0),
+            cmd.int_field("maxReconsumeTimes", 0),
+        )
+        return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,84 @@
+"""The name server's answers to RocketMQ remoting clients (4.x): topic routes with the brokers' remoting addresses,
+cluster info. The same route tables as the gRPC services; brokers without a remoting listener are left out."""
+
+from __future__ import annotations
+
+import json
+
+from namesrv.route_info import RouteInfoManager
+from orbitmq.remoting.codec import RemotingCommand
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from orbitmq.route import TopicRouteData
+
+
+class NamesrvRemotingHandler:
+    def __init__(self, routes: RouteInfoManager, auto_create_route: bool) -> None:
+        self.routes = routes
+        self.auto_create_route = auto_create_route
+
+    async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
+        if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            return self._route(cmd)
+        if cmd.code == RequestCode.GET_BROKER_CLUSTER_INFO:
+            return self._cluster(cmd)
+        if cmd.code == RequestCode.GET_KV_CONFIG_BY_VALUE:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no KV config by value on this name server")
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
+
+    def _remoting_addrs(self, broker_addrs: dict[int, str]) -> dict[str, str]:
+        out = {}
+        for broker_id, addr in broker_addrs.items():
+            live = self.routes.broker_live_table.get(addr)
+            if live is not None and live.remoting_addr:
+                out[str(broker_id)] = live.remoting_addr
+        return out
+
+    def _route(self, cmd: RemotingCommand) -> RemotingCommand:
+        topic = cmd.field("topic")
+        route: TopicRouteData | None = self.routes.route(topic)
+        if route is None and self.auto_create_route:
+            route = self.routes.auto_create_route(topic)
+        brokers = [] if route is None else [
+            {"cluster": b.cluster, "brokerName": b.broker_name, "brokerAddrs": self._remoting_addrs(b.broker_addrs)}
+            for b in route.broker_datas
+        ]  # fmt: skip
+        brokers = [b for b in brokers if b["brokerAddrs"]]
+        if route is None or not brokers:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"no route info of topic {topic!r} for remoting clients")
+        served = {b["brokerName"] for b in brokers}
+        body: dict[str, object] = {
+            "orderTopicConf": None,
+            "queueDatas": [
+                {
+                    "brokerName": q.broker_name,
+                    "readQueueNums": q.read_queue_nums,
+                    "writeQueueNums": q.write_queue_nums,
+                    "perm": int(q.perm),
+                    "topicSysFlag": 0,
+                }
+                for q in route.queue_datas
+                if q.broker_name in served
+            ],
+            "brokerDatas": brokers,
+            "filterServerTable": {},
+        }
+        response = cmd.response(ResponseCode.SUCCESS)
+        response.body = json.dumps(body).encode()
+        return response
+
+    def _cluster(self, cmd: RemotingCommand) -> RemotingCommand:
+        info = self.routes.cluster_info()
+        body: dict[str, object] = {
+            "brokerAddrTable": {
+                name: {
+                    "cluster": data.cluster,
+                    "brokerName": data.broker_name,
+                    "brokerAddrs": self._remoting_addrs(data.broker_addrs),
+                }
+                for name, data in info.broker_addr_table.items()
+            },
+            "clusterAddrTable": {name: sorted(names) for name, names in info.cluster_addr_table.items()},
+        }
+        response = cmd.response(ResponseCode.SUCCESS)
+        response.body = json.dumps(body).encode()
+        return response

@@ -1,0 +1,91 @@
+"""An asyncio server for RemotingCommand frames: each request is handed to ``handler`` concurrently (a pull may
+long-poll) and answered with its opaque; a malformed frame closes that connection only, after answering it when
+the header could be read."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import Awaitable, Callable
+
+from orbitmq.logging import get_logger
+from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
+from orbitmq.remoting.codes import ResponseCode
+
+log = get_logger("remoting")
+Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
+
+
+class RemotingServer:
+    def __init__(self, handler: Handler, name: str) -> None:
+        self.handler = handler
+        self.name = name
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._serve, host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("remoting listener started", server=self.name, host=host, port=self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer_info = writer.get_extra_info("peername")
+        peer = f"{peer_info[0]}:{peer_info[1]}" if peer_info else "?"
+        lock = asyncio.Lock()
+        pending: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                try:
+                    (total,) = struct.unpack(">i", await reader.readexactly(4))
+                except asyncio.IncompleteReadError:
+                    return  # the client closed the connection
+                check_length(total)
+                cmd = decode(await reader.readexactly(total))
+                request = asyncio.create_task(self._answer(cmd, peer, writer, lock))
+                pending.add(request)
+                request.add_done_callback(pending.discard)
+        except FrameError as exc:
+            log.warning("malformed remoting frame: connection closed", server=self.name, peer=peer, reason=str(exc))
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            log.debug("remoting connection lost", server=self.name, peer=peer, error=repr(exc))
+        except asyncio.CancelledError:
+            return  # the server is stopping: close quietly (the finally block closes the socket)
+        finally:
+            for request in list(pending):
+                request.cancel()
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+            self._connections.discard(task)
+
+    async def _answer(self, cmd: RemotingCommand, peer: str, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
+        if cmd.is_response:
+            return  # answers to the server's own requests (none are sent yet)
+        try:
+            response = await self.handler(cmd, peer)
+        except FrameError as exc:  # a request missing or mangling a header field: a clear answer, not a close
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:  # a bug or a store failure: the client gets SYSTEM_ERROR naming it
+            log.exception("remoting request failed", server=self.name, code=cmd.code, error=repr(exc))
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if response is None or cmd.is_oneway:
+            return
+        data = encode(response)
+        async with lock:
+            writer.write(data)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()

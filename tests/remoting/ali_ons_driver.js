@@ -1,0 +1,52 @@
+'use strict';
+// Drives ali-ons (RocketMQ 4's remoting protocol, pure JavaScript) against OrbitMQ for tests/remoting:
+//   node ali_ons_driver.js produce <namesrv> <topic> <count>         -> one JSON line per send result
+//   node ali_ons_driver.js consume <namesrv> <topic> <group> <tags> <count> <timeoutMs> -> one JSON line per message
+const { Producer, Consumer, Message } = require('ali-ons');
+const ConsumeFromWhere = require('ali-ons/lib/consumer/consume_from_where');
+
+const [mode, nameSrv, topic, ...rest] = process.argv.slice(2);
+const common = { httpclient: {}, nameSrv, accessKeyId: 'orbitmq', accessKeySecret: 'orbitmq', logger: quietLogger() };
+
+function quietLogger() {
+  const nop = () => {};
+  const say = (...a) => console.error(...a);
+  return process.env.ALI_ONS_VERBOSE ? { info: say, debug: nop, warn: say, error: say } : { info: nop, debug: nop, warn: say, error: say };
+}
+
+async function produce(count) {
+  const producer = new Producer({ ...common, producerGroup: 'PID_ORBITMQ_TEST' });
+  await producer.ready();
+  for (let i = 0; i < count; i++) {
+    const msg = new Message(topic, i % 2 === 0 ? 'TagA' : 'TagB', `ali-${i}`);
+    msg.keys = [`key-${i}`];
+    const result = await producer.send(msg);
+    console.log(JSON.stringify({ status: result.sendStatus, msgId: result.msgId, queueId: result.messageQueue.queueId, offset: result.queueOffset }));
+  }
+  await producer.close();
+}
+
+async function consume(group, tags, count, timeoutMs) {
+  const consumer = new Consumer({
+    ...common, consumerGroup: group, consumeFromWhere: ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    brokerSuspendMaxTimeMillis: 2000, consumerTimeoutMillisWhenSuspend: 5000, rebalanceInterval: 1000,
+  });
+  let seen = 0;
+  const done = new Promise(resolve => {
+    consumer.subscribe(topic, tags, async msg => {
+      console.log(JSON.stringify({ body: msg.body.toString(), tags: msg.tags, keys: msg.keys, msgId: msg.msgId, topic: msg.topic }));
+      seen += 1;
+      if (seen >= count) resolve();
+    });
+  });
+  consumer.on('error', err => console.error(String(err)));
+  await Promise.race([done, new Promise(resolve => setTimeout(resolve, timeoutMs))]);
+  await consumer.close();
+}
+
+(async () => {
+  if (mode === 'produce') await produce(Number(rest[0]));
+  else if (mode === 'consume') await consume(rest[0], rest[1], Number(rest[2]), Number(rest[3]));
+  else throw new Error(`unknown mode ${mode}`);
+  process.exit(0);
+})().catch(err => { console.error(err && err.stack || String(err)); process.exit(1); });

@@ -1,0 +1,172 @@
+"""A real, independent RocketMQ 4 client, ali-ons (pure JavaScript, from npm), against a real name server and broker
+over the remoting protocol: send, push consume with a tag filter, and messages crossing to and from v2 (oms)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import oms
+from orbitmq.remoting.codec import RemotingCommand, decode, encode
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
+from tests.procs import ROOT, ServerProcess, free_port
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+DRIVER = Path(__file__).with_name("ali_ons_driver.js")
+NODE_CLIENTS = ROOT / ".cache" / "node-clients"
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        pytest.fail("node is required for the remoting interop tests (Node 20 is part of the machine)")
+    subprocess.run(["bash", str(ROOT / "scripts" / "install_node_clients.sh")], check=True, timeout=600)
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvHandle, str, BrokerHandle]]:
+    tmp = tmp_path_factory.mktemp("remoting")
+    factory = BrokerFactory(tmp)
+    try:
+        port, remoting = free_port(), free_port()
+        conf = tmp / "namesrv.conf"
+        conf.write_text(f"remotingListenPort={remoting}\n")
+        args = [sys.executable, "-m", "namesrv.cli", "-p", str(port), "--host", "127.0.0.1", "-c", str(conf)]
+        proc = ServerProcess(args, tmp / "namesrv.log").start()
+        proc.wait_port(port)
+        proc.wait_port(remoting)
+        ns = NamesrvHandle(port, proc)
+        broker = factory.broker(ns, name="remoting-a", options={"remotingListenPort": str(free_port())})
+        with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+            wait_until(lambda: len(rm.cluster_list()) == 1, 20, what="the broker registered")
+        try:
+            yield ns, f"127.0.0.1:{remoting}", broker
+        finally:
+            proc.stop()
+    finally:
+        factory.stop_all()
+
+
+def run_driver(node: str, *args: str, timeout: float = 90, verbose: bool = False) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [node, str(DRIVER), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            "NODE_PATH": str(NODE_CLIENTS / "node_modules"),
+            "PATH": "/usr/bin:/bin:/usr/local/bin",
+            **({"ALI_ONS_VERBOSE": "1"} if verbose else {}),
+        },
+    )
+    if verbose:
+        print(done.stderr[-6000:], file=sys.stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.timeout(180)
+def test_ali_ons_sends_and_consumes_with_tags(node: str, stack) -> None:
+    ns, remoting_ns, _broker = stack
+    topic = "RemotingT"
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        rm.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+    sent = run_driver(node, "produce", remoting_ns, topic, "6")
+    assert [s["status"] for s in sent] == ["SEND_OK"] * 6, sent
+    assert len({s["msgId"] for s in sent}) == 6
+
+    # the same messages through v2: bodies, tags and keys as ali-ons sent them
+    got: list[oms.BytesMessage] = []
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap,
+        ap.create_pull_consumer({"rmq.consume.from.where": "first"}, consumer_id="GRemotingV2") as pc,
+    ):
+        pc.attach_queue(topic)
+
+        def received() -> bool:
+            for m in pc.batch_receive(16, 0.5):
+                pc.ack(m)
+                got.append(m)
+            return len(got) >= 6
+
+        wait_until(received, 30, what="v2 receives what ali-ons sent")
+    assert sorted(m.body.decode() for m in got) == [f"ali-{i}" for i in range(6)]
+    tagged = {m.body.decode(): (m.tags, m.keys) for m in got}
+    assert tagged["ali-0"] == ("TagA", ["key-0"]) and tagged["ali-1"] == ("TagB", ["key-1"])
+
+    # oms sends one more TagA message; ali-ons consumes TagA only, its own and oms's
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.create_producer() as producer:
+        producer.send(oms.BytesMessage(b"from-oms", topic, tags="TagA"))
+    consumed = run_driver(node, "consume", remoting_ns, topic, "GRemotingAli", "TagA", "4", "60000")
+    bodies = sorted(str(c["body"]) for c in consumed)
+    assert bodies == ["ali-0", "ali-2", "ali-4", "from-oms"], consumed
+    assert all(c["tags"] == "TagA" for c in consumed)
+
+
+def _call(sock: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
+    sock.sendall(encode(cmd))
+    (total,) = struct.unpack(">i", _read(sock, 4))
+    return decode(_read(sock, total))
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        data += chunk
+    return data
+
+
+@pytest.mark.timeout(60)
+def test_bad_input_gets_an_answer_or_closes_that_connection_only(stack) -> None:
+    _ns, remoting_ns, broker = stack
+    host, port = remoting_ns.rsplit(":", 1)
+    broker_port = int(broker.options["remotingListenPort"])
+    with socket.create_connection(("127.0.0.1", broker_port), timeout=10) as healthy:
+        unknown = _call(healthy, RemotingCommand(9999, opaque=1))
+        assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in (unknown.remark or "")
+        missing = _call(healthy, RemotingCommand(RequestCode.PULL_MESSAGE, opaque=2, ext_fields={"topic": "T"}))
+        assert missing.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in (missing.remark or "")
+        bad_topic = _call(
+            healthy,
+            RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=3, ext_fields={"b": "bad topic!", "e": "0"}, body=b"x"),
+        )
+        assert bad_topic.code == ResponseCode.MESSAGE_ILLEGAL and "bad topic!" in (bad_topic.remark or "")
+        for garbage in (b"\xff\xff\xff\xff", struct.pack(">i", 64 * 1024 * 1024), struct.pack(">i", 6) + b"{{{{{{"):
+            with socket.create_connection(("127.0.0.1", broker_port), timeout=10) as bad:
+                bad.sendall(garbage)
+                assert bad.recv(16) == b"", "the server closes a connection that sends a malformed frame"
+        # the other connection and the name server are unaffected
+        assert (
+            _call(
+                healthy,
+                RemotingCommand(
+                    RequestCode.GET_MAX_OFFSET, opaque=4, ext_fields={"topic": "RemotingT", "queueId": "0"}
+                ),
+            ).code
+            == 0
+        )
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        route = _call(
+            s, RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque=5, ext_fields={"topic": "RemotingT"})
+        )
+        assert route.code == ResponseCode.SUCCESS
+        addrs = json.loads(route.body)["brokerDatas"][0]["brokerAddrs"]
+        assert addrs == {"0": f"127.0.0.1:{broker_port}"}, "routes name the broker's remoting address"
+        nothing = _call(s, RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque=6, ext_fields={"topic": "Nope"}))
+        assert nothing.code in (ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)

@@ -44,8 +44,25 @@ async function consume(group, tags, count, timeoutMs) {
   await consumer.close();
 }
 
+async function fail(group, timeoutMs) {
+  // every delivery fails: ali-ons sends the message back (RocketMQ's retry), until its last attempt
+  const consumer = new Consumer({
+    ...common, consumerGroup: group, consumeFromWhere: ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    brokerSuspendMaxTimeMillis: 1000, consumerTimeoutMillisWhenSuspend: 5000, rebalanceInterval: 1000,
+    maxReconsumeTimes: 1,
+  });
+  consumer.subscribe(topic, '*', async msg => {
+    console.log(JSON.stringify({ body: msg.body.toString(), reconsumeTimes: msg.reconsumeTimes, topic: msg.topic }));
+    throw new Error('consumer failure on purpose');
+  });
+  consumer.on('error', () => {});
+  await new Promise(resolve => setTimeout(resolve, timeoutMs));
+  await consumer.close();
+}
+
 (async () => {
   if (mode === 'produce') await produce(Number(rest[0]));
+  else if (mode === 'fail') await fail(rest[0], Number(rest[1]));
   else if (mode === 'consume') await consume(rest[0], rest[1], Number(rest[2]), Number(rest[3]));
   else throw new Error(`unknown mode ${mode}`);
   process.exit(0);

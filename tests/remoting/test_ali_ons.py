@@ -49,7 +49,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvHan
         proc.wait_port(port)
         proc.wait_port(remoting)
         ns = NamesrvHandle(port, proc)
-        broker = factory.broker(ns, name="remoting-a", options={"remotingListenPort": str(free_port())})
+        options = {"remotingListenPort": str(free_port()), "messageDelayLevel": " ".join(["100ms"] * 18)}
+        broker = factory.broker(ns, name="remoting-a", options=options)  # short retry delays: retries in seconds
         with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
             wait_until(lambda: len(rm.cluster_list()) == 1, 20, what="the broker registered")
         try:
@@ -170,3 +171,21 @@ def test_bad_input_gets_an_answer_or_closes_that_connection_only(stack) -> None:
         assert addrs == {"0": f"127.0.0.1:{broker_port}"}, "routes name the broker's remoting address"
         nothing = _call(s, RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque=6, ext_fields={"topic": "Nope"}))
         assert nothing.code in (ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)
+
+
+@pytest.mark.timeout(120)
+def test_ali_ons_failed_consumption_is_retried_then_dead_lettered(node: str, stack) -> None:
+    ns, remoting_ns, _broker = stack
+    topic, group = "RemotingRetryT", "GRemotingRetry"
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        rm.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        with ap.create_producer() as producer:
+            sent = producer.send(oms.BytesMessage(b"fail-me", topic, keys=["dead-key"]))
+        attempts = run_driver(node, "fail", remoting_ns, topic, group, "8000")
+        assert [a["body"] for a in attempts][:2] == ["fail-me", "fail-me"], attempts
+        assert [a["reconsumeTimes"] for a in attempts][:2] == [0, 1], "the second delivery comes from the retry topic"
+
+        def dead_lettered() -> bool:
+            return any(v.unique_id == sent.message_id for v in rm.query_message_by_key(f"%DLQ%{group}", "dead-key"))
+
+        wait_until(dead_lettered, 30, what="the message in the group's DLQ after its last attempt")

@@ -28,7 +28,7 @@ from broker.grpc.servicer import MessagingServicer
 from broker.ha.failover import FailoverAgent, FailoverConfig
 from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
-from broker.metrics.collector import MetricsCollector, parse_metrics_label
+from broker.metrics.collector import MetricsCollector, client_metric_endpoints, parse_metrics_label
 from broker.metrics.constants import ExporterType
 from broker.metrics.exporters import Exporter, close_exporter, start_exporter
 from broker.metrics.recorder import BrokerMetrics
@@ -103,7 +103,12 @@ class BrokerController:
             g = groups.get(group)
             return (g.retry_max_times if g else 16) + 1
 
-        policy = SettingsPolicy(max_body_size=store_cfg.maxMessageSize, fifo=fifo, max_delivery_attempts=attempts)
+        policy = SettingsPolicy(
+            max_body_size=store_cfg.maxMessageSize,
+            fifo=fifo,
+            max_delivery_attempts=attempts,
+            metric_endpoints=client_metric_endpoints(cfg),
+        )
         plugins = BrokerPlugins.create(
             builtin_plugins(cfg, root), load_entry_points=cfg.loadPluginEntryPoints, disabled=cfg.disabled_plugins()
         )

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocketmq.grpc_protocol import definition_pb2
 
@@ -46,6 +46,18 @@ def parse_metrics_label(text: str) -> Labels:
             raise ValueError(f"metricsLabel item {item!r}: expected key:value")
         labels[key.strip()] = value.strip()
     return labels
+
+
+def client_metric_endpoints(cfg: Any) -> list[tuple[str, int]]:
+    """Where v2 clients export their own metrics: the OTLP collector the broker exports to (``OTLP_GRPC`` only)."""
+    if cfg.metricsExporterType != c.ExporterType.OTLP_GRPC:
+        return []
+    out = []
+    for target in cfg.metricsGrpcExporterTarget.split(","):
+        host, _, port = target.strip().removeprefix("http://").removeprefix("https://").rpartition(":")
+        if host and port.isdigit():
+            out.append((host, int(port)))
+    return out
 
 
 def _bool(flag: bool) -> str:

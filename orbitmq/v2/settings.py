@@ -49,6 +49,8 @@ class SettingsPolicy:
     fifo: Callable[[str], bool] = _never_fifo
     consumer_backoff_ms: Sequence[int] = DEFAULT_DELAY_LEVELS_MS  # the default messageDelayLevel ladder
     producer_max_attempts: int = limits.PRODUCER_MAX_ATTEMPTS
+    # where clients export their own metrics over OTLP (the broker's metricsGrpcExporterTarget); empty = off
+    metric_endpoints: Sequence[tuple[str, int]] = ()
 
 
 def _duration_ms(ms: int) -> duration_pb2.Duration:
@@ -94,7 +96,15 @@ def build_settings(client: definition_pb2.Settings, policy: SettingsPolicy) -> d
     """The settings to send back for ``client``; BAD_REQUEST for a shape the server cannot serve."""
     reply = definition_pb2.Settings()
     reply.CopyFrom(client)
-    reply.metric.CopyFrom(definition_pb2.Metric(on=False))  # metric on triggers OTLP export (§4.1)
+    # metric on makes the client export its own metrics (send cost, process time...) over OTLP to these (§4.1)
+    if policy.metric_endpoints:
+        endpoints = definition_pb2.Endpoints(
+            scheme=definition_pb2.AddressScheme.IPv4,
+            addresses=[definition_pb2.Address(host=h, port=p) for h, p in policy.metric_endpoints],
+        )
+        reply.metric.CopyFrom(definition_pb2.Metric(on=True, endpoints=endpoints))
+    else:
+        reply.metric.CopyFrom(definition_pb2.Metric(on=False))
     kind = client.client_type
     if kind == definition_pb2.ClientType.PRODUCER:
         reply.publishing.max_body_size = policy.max_body_size

@@ -9,7 +9,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import rocketmq
 from prometheus_client.parser import text_string_to_metric_families
+from rocketmq.v5.client.metrics.client_metrics import ClientMetrics
 
 import oms
 from tests.procs import ROOT, free_port
@@ -112,7 +114,7 @@ def test_metrics_keys_refused_at_start(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_otlp_grpc_exporter_pushes_to_a_collector(broker_factory) -> None:
+def test_otlp_grpc_exporter_pushes_to_a_collector(broker_factory, monkeypatch: pytest.MonkeyPatch) -> None:
     """An OTLP/gRPC metrics receiver (the collector's service, run here) gets RocketMQ's names with their labels."""
     from concurrent import futures
 
@@ -160,8 +162,30 @@ def test_otlp_grpc_exporter_pushes_to_a_collector(broker_factory) -> None:
             return out
 
         def exported() -> bool:
-            return any(labels.get("topic") == "OtlpT" and v == 3 for labels, v in points("rocketmq_messages_in_total"))
+            return any(labels.get("topic") == "OtlpT" and v >= 3 for labels, v in points("rocketmq_messages_in_total"))
 
+        # the official client, told by the settings reply where the collector is, exports its own metrics there
+        # (every 60 s by its own reader period; shortened here so the test does not wait a minute)
+        monkeypatch.setattr(ClientMetrics, "METRIC_READER_INTERVAL", 300)
+        official = rocketmq.Producer(rocketmq.ClientConfiguration(broker.addr, rocketmq.Credentials()), ("OtlpT",))
+        official.startup()
+        try:
+            m = rocketmq.Message()
+            m.topic, m.body = "OtlpT", b"from the official client"
+            official.send(m)
+            wait_until(
+                lambda: any(
+                    metric.name == "rocketmq_send_cost_time"
+                    for request in list(received)
+                    for rm in request.resource_metrics
+                    for sm in rm.scope_metrics
+                    for metric in sm.metrics
+                ),
+                30,
+                what="the official client's rocketmq_send_cost_time at the collector",
+            )
+        finally:
+            official.shutdown()
         wait_until(
             exported,
             30,

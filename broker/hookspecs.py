@@ -204,6 +204,19 @@ class ResourceAccess:
 
 
 @dataclass(frozen=True)
+class AccountView:
+    """An ACL account as administrators may see it: never its secret. Permissions are spelled as in plain_acl.yml."""
+
+    access_key: str
+    admin: bool
+    white_remote_address: str
+    default_topic_perm: str
+    default_group_perm: str
+    topic_perms: Mapping[str, str] = field(default_factory=dict)
+    group_perms: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class AccessRequest:
     """What an ACL plugin needs to decide: the RPC, the caller and the resources it touches."""
 
@@ -258,6 +271,10 @@ class HookSpecs:
     @hookspec
     def orbitmq_authorize(self, request: AccessRequest, principal: object | None) -> None:
         """Raise ``MQError(Code.FORBIDDEN, ...)`` naming the resource when ``principal`` may not touch it."""
+
+    @hookspec
+    def orbitmq_acl_accounts(self) -> list[AccountView] | None:
+        """The accounts an ACL plugin knows, secrets left out (the admin API and the dashboard list them)."""
 
     @hookspec
     def orbitmq_before_store(self, message: HookMessage) -> None:

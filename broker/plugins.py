@@ -11,7 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 import pluggy
 
 from broker import hookspecs
-from broker.hookspecs import AccessRequest, CompiledFilter, FilterRegistration, HookMessage, QueueRef, StoreOutcome
+from broker.hookspecs import (
+    AccessRequest,
+    AccountView,
+    CompiledFilter,
+    FilterRegistration,
+    HookMessage,
+    QueueRef,
+    StoreOutcome,
+)
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
 
@@ -102,6 +110,10 @@ class BrokerPlugins:
             )
             raise
         return principal
+
+    def acl_accounts(self) -> list[AccountView]:
+        """Every ACL plugin's accounts (none without an ACL plugin), secrets left out."""
+        return [account for accounts in self.pm.hook.orbitmq_acl_accounts() for account in accounts]
 
     # ------------------------------------------------------------------ message hooks
     def before_store(self, message: HookMessage) -> None:

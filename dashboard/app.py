@@ -46,8 +46,9 @@ class Backend:
     producer: Any
 
     @classmethod
-    def open(cls, url: str) -> Backend:
-        ap = oms.get_messaging_access_point(url)
+    def open(cls, url: str, access_key: str | None = None, secret_key: str | None = None) -> Backend:
+        """``access_key``/``secret_key``: an ACL account (admin, to administer) when the brokers have ACL on."""
+        ap = oms.get_messaging_access_point(url, access_key=access_key or None, secret_key=secret_key or None)
         ap.startup()
         rm = ap.resource_manager()
         producer = ap.create_producer()
@@ -285,6 +286,10 @@ def create_app(backend: Backend, users: Users, session_key: bytes) -> Starlette:
         total_out = sum(t["out_tps"] for t in topics.values())
         return JSONResponse({"in_tps": total_in, "out_tps": total_out, "topics": topics})
 
+    async def acl(request: Request) -> Response:
+        accounts = await call(rm.acl_accounts)
+        return page(request, "acl.html", accounts=accounts)
+
     # -- dead letters --------------------------------------------------------------------------------------------
 
     async def dlq(request: Request) -> Response:
@@ -333,6 +338,7 @@ def create_app(backend: Backend, users: Users, session_key: bytes) -> Starlette:
         Route("/messages", messages),
         Route("/messages/{topic}/{broker}/{qid:int}/{offset:int}", message),
         Route("/ha", ha),
+        Route("/acl", acl),
         Route("/traffic", traffic),
         Route("/api/traffic", traffic_json),
         Route("/dlq", dlq),

@@ -25,6 +25,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
     parser.add_argument("--users", type=Path, help="accounts file: name:password or name:sha256:<hex> per line")
+    parser.add_argument("--accessKey", help="ACL account the dashboard uses with brokers that have ACL on (admin)")
+    parser.add_argument("--secretKey", help="its secret key")
     return parser.parse_args(argv)
 
 
@@ -48,7 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from dashboard.app import Backend, create_app
 
-    backend = Backend.open(f"oms:rocketmq://{namesrv}/")
+    if bool(args.accessKey) != bool(args.secretKey):
+        print("mqdashboard: --accessKey and --secretKey go together", file=sys.stderr)
+        return 2
+    backend = Backend.open(f"oms:rocketmq://{namesrv}/", args.accessKey, args.secretKey)
     app = create_app(backend, users, secrets.token_bytes(32))
 
     @contextlib.asynccontextmanager

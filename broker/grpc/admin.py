@@ -436,6 +436,25 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
 
         return await guarded("BrokerStats", admin_pb2.BrokerStatsResponse, run, _status)
 
+    async def ListAclAccounts(self, request: Any, context: Any) -> admin_pb2.AclAccountsResponse:
+        async def run() -> admin_pb2.AclAccountsResponse:
+            access.check_admin(self.ctx.plugins, context, "ListAclAccounts", self.ctx.broker_name)
+            accounts = [
+                admin_pb2.AclAccount(
+                    access_key=a.access_key,
+                    admin=a.admin,
+                    white_remote_address=a.white_remote_address,
+                    default_topic_perm=a.default_topic_perm,
+                    default_group_perm=a.default_group_perm,
+                    topic_perms=dict(a.topic_perms),
+                    group_perms=dict(a.group_perms),
+                )
+                for a in self.ctx.plugins.acl_accounts()
+            ]
+            return admin_pb2.AclAccountsResponse(status=_ok(), acl_enabled=self.ctx.config.aclEnable, accounts=accounts)
+
+        return await guarded("ListAclAccounts", admin_pb2.AclAccountsResponse, run, _status)
+
     def _config_strings(self) -> dict[str, str]:
         return config_strings(self.ctx.config, self.ctx.store.config)
 

@@ -346,6 +346,11 @@ class ResourceManager(ClientLifecycle[AdminCore]):
         result: list[m.TopicGroupStats] = self._run(servers.stats_all, topic)
         return result
 
+    def acl_accounts(self) -> list[m.AclAccount]:
+        """The ACL accounts of every master (access keys and permissions; secrets are never sent)."""
+        result: list[m.AclAccount] = self._run(servers.acl_accounts)
+        return result
+
     def namesrv_config(self) -> dict[str, dict[str, str]]:
         result: dict[str, dict[str, str]] = self._run(servers.namesrv_configs)
         return result

@@ -281,6 +281,20 @@ class TopicGroupStats:
 
 
 @dataclass(frozen=True)
+class AclAccount:
+    """An ACL account of a broker, as the ACL plugin shows it: never its secret."""
+
+    broker_name: str
+    access_key: str
+    admin: bool
+    white_remote_address: str
+    default_topic_perm: str
+    default_group_perm: str
+    topic_perms: Mapping[str, str] = field(default_factory=dict, hash=False)
+    group_perms: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
 class Broker:
     """A broker the resource manager talks to: its cluster, broker name and gRPC address."""
 

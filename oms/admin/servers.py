@@ -152,3 +152,29 @@ async def stats_all(core: AdminCore, topic: str | None) -> list[m.TopicGroupStat
                 )
             )
     return out
+
+
+async def acl_accounts(core: AdminCore) -> list[m.AclAccount]:
+    """Every master's ACL accounts (one row per broker and account); brokers without ACL list none."""
+
+    async def one(b: Broker) -> list[m.AclAccount]:
+        stub = core.admin_stub(b.addr)
+        response = await core.admin(
+            stub.ListAclAccounts, admin_pb2.AclAccountsRequest(), f"ListAclAccounts on {b.name}"
+        )
+        return [
+            m.AclAccount(
+                b.name,
+                a.access_key,
+                a.admin,
+                a.white_remote_address,
+                a.default_topic_perm,
+                a.default_group_perm,
+                dict(a.topic_perms),
+                dict(a.group_perms),
+            )
+            for a in response.accounts
+        ]
+
+    done = core.all_ok(await core.each(await core.masters(), one), "list ACL accounts")
+    return sorted((a for _, rows in done for a in rows), key=lambda a: (a.access_key, a.broker_name))

@@ -452,3 +452,49 @@ class BrokerStatsResponse(_message.Message):
     status: Status
     topics: _containers.RepeatedCompositeFieldContainer[TopicStats]
     def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicStats, _Mapping]]] = ...) -> None: ...
+
+class AclAccountsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AclAccount(_message.Message):
+    __slots__ = ("access_key", "admin", "white_remote_address", "default_topic_perm", "default_group_perm", "topic_perms", "group_perms")
+    class TopicPermsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class GroupPermsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    WHITE_REMOTE_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TOPIC_PERM_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_GROUP_PERM_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PERMS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_PERMS_FIELD_NUMBER: _ClassVar[int]
+    access_key: str
+    admin: bool
+    white_remote_address: str
+    default_topic_perm: str
+    default_group_perm: str
+    topic_perms: _containers.ScalarMap[str, str]
+    group_perms: _containers.ScalarMap[str, str]
+    def __init__(self, access_key: _Optional[str] = ..., admin: _Optional[bool] = ..., white_remote_address: _Optional[str] = ..., default_topic_perm: _Optional[str] = ..., default_group_perm: _Optional[str] = ..., topic_perms: _Optional[_Mapping[str, str]] = ..., group_perms: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AclAccountsResponse(_message.Message):
+    __slots__ = ("status", "acl_enabled", "accounts")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACL_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTS_FIELD_NUMBER: _ClassVar[int]
+    status: Status
+    acl_enabled: bool
+    accounts: _containers.RepeatedCompositeFieldContainer[AclAccount]
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., acl_enabled: _Optional[bool] = ..., accounts: _Optional[_Iterable[_Union[AclAccount, _Mapping]]] = ...) -> None: ...

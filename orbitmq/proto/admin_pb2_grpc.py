@@ -124,6 +124,11 @@ class AdminStub:
                 request_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsRequest.SerializeToString,
                 response_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsResponse.FromString,
                 _registered_method=True)
+        self.ListAclAccounts = channel.unary_unary(
+                '/orbitmq.admin.Admin/ListAclAccounts',
+                request_serializer=orbitmq_dot_proto_dot_admin__pb2.AclAccountsRequest.SerializeToString,
+                response_deserializer=orbitmq_dot_proto_dot_admin__pb2.AclAccountsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -237,6 +242,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAclAccounts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +340,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.BrokerStats,
                     request_deserializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsRequest.FromString,
                     response_serializer=orbitmq_dot_proto_dot_admin__pb2.BrokerStatsResponse.SerializeToString,
+            ),
+            'ListAclAccounts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAclAccounts,
+                    request_deserializer=orbitmq_dot_proto_dot_admin__pb2.AclAccountsRequest.FromString,
+                    response_serializer=orbitmq_dot_proto_dot_admin__pb2.AclAccountsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -817,6 +833,33 @@ class Admin:
             '/orbitmq.admin.Admin/BrokerStats',
             orbitmq_dot_proto_dot_admin__pb2.BrokerStatsRequest.SerializeToString,
             orbitmq_dot_proto_dot_admin__pb2.BrokerStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAclAccounts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbitmq.admin.Admin/ListAclAccounts',
+            orbitmq_dot_proto_dot_admin__pb2.AclAccountsRequest.SerializeToString,
+            orbitmq_dot_proto_dot_admin__pb2.AclAccountsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.hookspecs import AccessRequest, hookimpl
+from broker.hookspecs import AccessRequest, AccountView, hookimpl
 from broker.hookspecs import Action as HookAction
 from broker.hookspecs import ResourceKind as HookKind
 from plugins.acl import AccessContext, Action, PlainAccessValidator, ResourceKind
@@ -27,6 +27,21 @@ class AclPlugin:
     @hookimpl
     def orbitmq_authenticate(self, request: AccessRequest) -> AccessContext:
         return self.validator.authenticate(request.headers, request.remote_ip)
+
+    @hookimpl
+    def orbitmq_acl_accounts(self) -> list[AccountView]:
+        return [
+            AccountView(
+                access_key=a.access_key,
+                admin=a.admin,
+                white_remote_address=str(a.white_remote_address),
+                default_topic_perm=a.default_topic_perm.label,
+                default_group_perm=a.default_group_perm.label,
+                topic_perms={k: v.label for k, v in a.topic_perms.items()},
+                group_perms={k: v.label for k, v in a.group_perms.items()},
+            )
+            for a in sorted(self.validator.config.accounts.values(), key=lambda a: a.access_key)
+        ]
 
     @hookimpl
     def orbitmq_authorize(self, request: AccessRequest, principal: AccessContext | None) -> None:

@@ -187,3 +187,28 @@ def test_an_emptied_acl_file_keeps_the_previous_rules(acl_broker):
         time.sleep(0.5)
         code = _send(addr, "OtherT", _signed("appAK", "appSecret1")).status.code
     assert code == OK
+
+
+@pytest.mark.timeout(60)
+def test_admins_list_the_accounts_without_their_secrets(acl_broker):
+    with (
+        oms.get_messaging_access_point(
+            f"oms:rocketmq://{acl_broker.addr}/", access_key="adminAK", secret_key="adminSecret1"
+        ) as ap,
+        ap.resource_manager() as rm,
+    ):
+        accounts = {a.access_key: a for a in rm.acl_accounts()}
+    assert set(accounts) == {"adminAK", "appAK"}
+    app = accounts["appAK"]
+    assert (app.admin, app.default_topic_perm, app.default_group_perm) == (False, "DENY", "DENY")
+    assert app.topic_perms == {"AclT": "PUB|SUB", "AclPubOnly": "PUB"} and app.group_perms == {"AclG": "SUB"}
+    assert accounts["adminAK"].admin
+    assert "Secret1" not in repr(accounts), "no secret leaves the broker"
+    with (
+        oms.get_messaging_access_point(
+            f"oms:rocketmq://{acl_broker.addr}/", access_key="appAK", secret_key="appSecret1"
+        ) as ap,
+        ap.resource_manager() as rm,
+        pytest.raises(oms.OMSSecurityException),
+    ):
+        rm.acl_accounts()  # only admins may list them

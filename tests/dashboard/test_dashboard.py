@@ -126,6 +126,8 @@ def test_click_through_every_page(page: Any, stack: Any, tmp_path: Path) -> None
     assert page.inner_text("#in-now") != "-"
     page.click("text=HA")
     assert "ASYNC_MASTER" in page.inner_text("#ha-dash-a")
+    page.click("text=ACL")
+    assert "aclEnable is off" in page.inner_text("#no-acl")
 
     # a consumer group with a client online (gRPC), its progress and a dead letter resent
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap:

@@ -19,6 +19,7 @@ from orbitmq.proto import namesrv_pb2 as pb
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
 from tests.certs import CertificateSet, make_certificates
 from tests.procs import ServerProcess, free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 OK = 20000
@@ -48,6 +49,8 @@ def tls_standalone(tmp_path_factory, certs):
     try:
         proc.wait_port(port)
         proc.wait_port(ns_port)
+        # the ports open before the broker's first registration: routes through the name server need it
+        wait_until(lambda: "OrbitMQ standalone ready" in proc.log(), 30, what="the broker registered")
         yield proc, f"127.0.0.1:{port}", f"127.0.0.1:{ns_port}"
     finally:
         proc.stop()

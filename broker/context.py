@@ -6,7 +6,7 @@ One object instead of globals; the controller builds it once per process.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rocketmq.grpc_protocol import definition_pb2
@@ -15,6 +15,7 @@ from broker.config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.filter import v2_expression
 from broker.long_polling import LongPollingService
+from broker.queue_lock_manager import QueueLockManager
 from broker.store.results import MessageFilter
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
@@ -49,6 +50,8 @@ class BrokerContext:
     transactions: TransactionService | None = None  # half messages; None = refused
     ha: Replication | None = None  # master/slave replication (broker/ha)
     stats: BrokerStatsManager | None = None  # statsAll's per-topic/per-group counts
+    # orderly consumers' queue leases, shared by the gRPC (LockQueues) and remoting (LOCK_BATCH_MQ) clients
+    queue_locks: QueueLockManager = field(default_factory=QueueLockManager)
 
     def subscription_filter(
         self, group: str, topic: str, expression: definition_pb2.FilterExpression | None

@@ -96,8 +96,13 @@ def _damage(payload: bytes, pos: int, index: int) -> MQError:
     )
 
 
-def decode_message_batch(payload: bytes, expected_count: int, max_count: int) -> list[BatchEntry]:
-    """Decode and check a MessageBatch; any damage raises MESSAGE_CORRUPTED naming the message and the field."""
+def decode_message_batch(
+    payload: bytes, expected_count: int, max_count: int, *, crc_optional: bool = False
+) -> list[BatchEntry]:
+    """Decode and check a MessageBatch; any damage raises MESSAGE_CORRUPTED naming the message and the field.
+
+    ``crc_optional``: a body CRC of 0 means none was computed (RocketMQ 4 clients' batches carry 0), others are
+    still checked."""
     if expected_count <= 0:
         raise MQError(Code.MESSAGE_CORRUPTED, f"count is {expected_count}: a batch carries at least one message")
     if expected_count > max_count:
@@ -121,7 +126,7 @@ def decode_message_batch(payload: bytes, expected_count: int, max_count: int) ->
             raise _damage(payload, pos, i)
         b1 = pos + head + body_len
         body = payload[pos + head : b1]
-        if crc32(body) != body_crc:
+        if crc32(body) != body_crc and not (crc_optional and body_crc == 0):
             raise MQError(Code.MESSAGE_CORRUPTED, f"message {i} of the batch: body CRC mismatch")
         (plen,) = props_len(payload, b1)
         if min_size + body_len + plen != total:

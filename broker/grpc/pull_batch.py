@@ -19,7 +19,6 @@ from broker import access
 from broker.context import BrokerContext
 from broker.grpc.pull import DEADLINE_MARGIN_S, corrupt_message, readable_topic, remaining_seconds
 from broker.hookspecs import Action
-from broker.queue_lock_manager import QueueLockManager
 from broker.retry_service import RetryService
 from broker.store.results import GetMessageStatus
 from orbitmq.errors import Code, MQError
@@ -51,7 +50,7 @@ class ConsumeServicer(consume_pb2_grpc.ConsumeServicer):
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.retry = RetryService(ctx)
-        self.locks = QueueLockManager()
+        self.locks = ctx.queue_locks
 
     def _lease_target(
         self, rpc: str, group: str, topic: str, client_id: str, queue_ids: Iterable[int], context: Any

@@ -92,14 +92,7 @@ class HAService:
     async def shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for _, _, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(False)
-        self._waiters = []
+        await self.drop_slaves()
 
     # ------------------------------------------------------------------ SYNC_MASTER
     def gate(self, put: asyncio.Future[Any]) -> asyncio.Future[Any]:
@@ -298,7 +291,8 @@ class HAService:
         )
 
     async def drop_slaves(self) -> None:
-        """Stepping down: end every replication stream (their slaves reconnect to the new master)."""
+        """Stepping down (or shutting down): end every replication stream (their slaves reconnect to the new master)
+        and answer every put still waiting for a slave: not replicated."""
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

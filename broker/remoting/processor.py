@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
@@ -18,7 +19,9 @@ from broker.timer_service import to_delay_level
 from orbitmq import message_const as mc
 from orbitmq.delay import client_delay_level, parse_delay_levels
 from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 from orbitmq.logging import get_logger
+from orbitmq.message_batch import decode_message_batch
 from orbitmq.remoting.codec import FrameError, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.route import READ_WRITE, PermName, TopicMessageType
@@ -82,6 +85,8 @@ class BrokerRemotingHandler:
             RequestCode.GET_MIN_OFFSET: self._min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
             RequestCode.CONSUMER_SEND_MSG_BACK: self._send_back,
+            RequestCode.LOCK_BATCH_MQ: self._lock,
+            RequestCode.UNLOCK_BATCH_MQ: self._unlock,
         }
 
     async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
@@ -101,8 +106,6 @@ class BrokerRemotingHandler:
         h = cmd.ext_fields
         if cmd.code == RequestCode.SEND_MESSAGE_V2:
             h = {_V2_HEADER_NAMES.get(k, k): v for k, v in h.items()}
-        if h.get("batch") == "true":
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch sends are not supported on remoting yet")
         topic = h.get("topic") or ""
         if not topic:
             raise FrameError("send: header field 'topic' is missing")
@@ -111,13 +114,15 @@ class BrokerRemotingHandler:
         tc = ctx.topics.get_or_auto_create(topic, TopicMessageType.NORMAL)
         if not PermName.is_writeable(tc.perm):
             return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic!r} is not writeable on this broker")
+        qid = int(h.get("queueId") or 0)
+        n = max(1, tc.write_queue_nums)
+        qid = qid % n if qid >= 0 else 0
+        if h.get("batch") == "true":
+            return await self._send_batch(cmd, h, topic, qid, peer)
         validate_body(cmd.body, ctx.max_message_size)
         props = decode_properties_string(h.get("properties", ""))
         # 4.x clients set the unique id themselves; one is made for those that do not (v2 consumers need one)
         props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
-        qid = int(h.get("queueId") or 0)
-        n = max(1, tc.write_queue_nums)
-        qid = qid % n if qid >= 0 else 0
         inner = MessageExtBrokerInner(
             topic=topic,
             body=cmd.body,
@@ -151,6 +156,46 @@ class BrokerRemotingHandler:
             queueId=qid if not deliver_ms else h.get("queueId", qid),
             queueOffset=ar.logics_offset,
         )
+
+    async def _send_batch(
+        self, cmd: RemotingCommand, h: dict[str, str], topic: str, qid: int, peer: str
+    ) -> RemotingCommand:
+        """A 4.x batch (MessageDecoder.encodeMessages: the MessageBatch layout) into one queue; one id per message."""
+        ctx = self.ctx
+        entries = decode_message_batch(cmd.body, _count_entries(cmd.body), MAX_SEND_BATCH_MESSAGES, crc_optional=True)
+        total = 0
+        inners = []
+        for i, e in enumerate(entries):
+            validate_body(e.body, ctx.max_message_size)
+            total += len(e.body)
+            props = dict(e.properties)
+            if mc.PROPERTY_DELAY_TIME_LEVEL in props:
+                raise MQError(Code.BAD_REQUEST, f"message {i} of the batch: batches cannot carry a delay level")
+            props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
+            inners.append(
+                MessageExtBrokerInner(
+                    topic=topic,
+                    body=e.body,
+                    queue_id=qid,
+                    properties=props,
+                    flag=e.flag,
+                    born_timestamp=int(h.get("bornTimestamp") or time.time() * 1000),
+                    born_host=_peer_tuple(peer),
+                    store_host=ctx.store_host,
+                )
+            )
+        if total > MAX_BATCH_SIZE:
+            raise MQError(
+                Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE}"
+            )
+        results = await ctx.store.put_messages_aio(inners)
+        bad = next((r for r in results if not r.ok), None)
+        if bad is not None:
+            return cmd.response(_PUT_CODES.get(bad.status, ResponseCode.SYSTEM_ERROR), bad.error or bad.status.value)
+        first = results[0].append_result
+        assert first is not None
+        ids = ",".join(r.append_result.msg_id for r in results if r.append_result is not None)
+        return cmd.response(ResponseCode.SUCCESS, None, msgId=ids, queueId=qid, queueOffset=first.logics_offset)
 
     # -- consume -------------------------------------------------------------------------------------------------
 
@@ -263,6 +308,27 @@ class BrokerRemotingHandler:
         )
         return cmd.response(ResponseCode.SUCCESS, offset=offset)
 
+    async def _lock(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        """Orderly consumers' queue leases (the same ones gRPC LockQueues takes): the set actually locked."""
+        body = _json_body(cmd)
+        group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
+        validate_group(group)
+        lease_s = self.ctx.config.rebalanceLockMaxLiveTime / 1000
+        locked = []
+        for topic, mqs in _by_topic(body.get("mqSet") or []).items():
+            held = set(self.ctx.queue_locks.try_lock(group, topic, client, [int(q["queueId"]) for q in mqs], lease_s))
+            locked += [q for q in mqs if int(q["queueId"]) in held]
+        response = cmd.response(ResponseCode.SUCCESS)
+        response.body = json.dumps({"lockOKMQSet": locked}).encode()
+        return response
+
+    async def _unlock(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        body = _json_body(cmd)
+        group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
+        for topic, mqs in _by_topic(body.get("mqSet") or []).items():
+            self.ctx.queue_locks.unlock(group, topic, client, [int(q["queueId"]) for q in mqs])
+        return cmd.response(ResponseCode.SUCCESS)
+
     async def _send_back(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         group = cmd.field("group")
         commitlog_offset = cmd.int_field("offset")
@@ -276,3 +342,32 @@ class BrokerRemotingHandler:
             cmd.int_field("maxReconsumeTimes", 0),
         )
         return cmd.response(ResponseCode.SUCCESS)
+
+
+def _json_body(cmd: RemotingCommand) -> dict[str, Any]:
+    try:
+        body = json.loads(cmd.body or b"{}")
+    except ValueError as exc:
+        raise FrameError(f"request code {cmd.code}: the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise FrameError(f"request code {cmd.code}: the body is not a JSON object")
+    return body
+
+
+def _by_topic(mqs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for mq in mqs:
+        out.setdefault(str(mq.get("topic", "")), []).append(mq)
+    return out
+
+
+def _count_entries(payload: bytes) -> int:
+    """How many messages a batch body holds, by walking their total sizes (decode_message_batch checks the rest)."""
+    pos = n = 0
+    while pos + 4 <= len(payload):
+        (total,) = struct.unpack_from(">i", payload, pos)
+        if total <= 0:
+            break
+        pos += total
+        n += 1
+    return max(n, 1)

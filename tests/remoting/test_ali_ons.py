@@ -189,3 +189,56 @@ def test_ali_ons_failed_consumption_is_retried_then_dead_lettered(node: str, sta
             return any(v.unique_id == sent.message_id for v in rm.query_message_by_key(f"%DLQ%{group}", "dead-key"))
 
         wait_until(dead_lettered, 30, what="the message in the group's DLQ after its last attempt")
+
+
+def _rocketmq_batch(bodies: list[bytes], properties: str) -> bytes:
+    """RocketMQ 4's MessageDecoder.encodeMessages: total, magic 0, body CRC 0 (none), flag, body, properties."""
+    out = b""
+    props = properties.encode()
+    for body in bodies:
+        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
+        out += struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", len(props)) + props
+    return out
+
+
+@pytest.mark.timeout(60)
+def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
+    ns, _remoting_ns, broker = stack
+    port = int(broker.options["remotingListenPort"])
+    topic = "RemotingBatchT"
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        rm.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        batch = _rocketmq_batch([b"b0", b"b1", b"b2"], "TAGS\x01TagBatch\x02")
+        sent = _call(
+            s,
+            RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2, opaque=1, ext_fields={"b": topic, "e": "1", "m": "true"}, body=batch
+            ),
+        )
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        assert len(sent.ext_fields["msgId"].split(",")) == 3 and sent.ext_fields["queueId"] == "1"
+        delayed = _rocketmq_batch([b"x"], "DELAY\x013\x02")
+        refused = _call(
+            s,
+            RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2, opaque=2, ext_fields={"b": topic, "e": "0", "m": "true"}, body=delayed
+            ),
+        )
+        assert refused.code == ResponseCode.MESSAGE_ILLEGAL and "delay level" in (refused.remark or "")
+
+        def lock(client: str, code: int = RequestCode.LOCK_BATCH_MQ) -> list[int]:
+            mqs = [{"topic": topic, "brokerName": "remoting-a", "queueId": q} for q in (0, 1)]
+            body = json.dumps({"consumerGroup": "GRemotingOrderly", "clientId": client, "mqSet": mqs}).encode()
+            answer = _call(s, RemotingCommand(code, opaque=3, body=body))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            return sorted(q["queueId"] for q in json.loads(answer.body or b"{}").get("lockOKMQSet", []))
+
+        assert lock("client-a") == [0, 1]
+        assert lock("client-b") == [], "queues another client holds are not handed out"
+        lock("client-a", RequestCode.UNLOCK_BATCH_MQ)
+        assert lock("client-b") == [0, 1]
+    # the three messages are in queue 1, in order, with their tag
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        views = [rm.query_message_by_offset(topic, 1, i) for i in range(3)]
+    assert [v.body for v in views] == [b"b0", b"b1", b"b2"] and {v.tags for v in views} == {"TagBatch"}

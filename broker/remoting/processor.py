@@ -4,6 +4,7 @@ response codes with a remark naming the field or the limit."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import struct
@@ -37,6 +38,7 @@ PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
 MAX_PULL_MESSAGES = 32  # RocketMQ's default maxMsgNums
+MAX_QUERY_MESSAGES = 64  # RocketMQ's defaultQueryMaxNum
 # SendMessageRequestHeaderV2's one-letter names
 _V2_HEADER_NAMES = {
     "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
@@ -85,6 +87,8 @@ class BrokerRemotingHandler:
             RequestCode.GET_MIN_OFFSET: self._min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
             RequestCode.CONSUMER_SEND_MSG_BACK: self._send_back,
+            RequestCode.QUERY_MESSAGE: self._query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
             RequestCode.LOCK_BATCH_MQ: self._lock,
             RequestCode.UNLOCK_BATCH_MQ: self._unlock,
         }
@@ -307,6 +311,33 @@ class BrokerRemotingHandler:
             cmd.field("topic"), cmd.int_field("queueId"), cmd.int_field("timestamp")
         )
         return cmd.response(ResponseCode.SUCCESS, offset=offset)
+
+    async def _query_message(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        """Messages of a topic by key (or unique id) in a time range, through the index (mqadmin queryMsgByKey)."""
+        topic, key = cmd.field("topic"), cmd.field("key")
+        max_num = max(1, min(cmd.int_field("maxNum", 32), MAX_QUERY_MESSAGES))
+        begin, end = cmd.int_field("beginTimestamp", 0), cmd.int_field("endTimestamp", int(time.time() * 1000))
+        store = self.ctx.store
+        found = await asyncio.to_thread(store.query_message, topic, key, max_num, begin, end)
+        if not found:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"no message of {topic!r} with key {key!r}")
+        response = cmd.response(
+            ResponseCode.SUCCESS,
+            None,
+            indexLastUpdateTimestamp=max(m.store_timestamp for m in found),
+            indexLastUpdatePhyoffset=max(m.commitlog_offset for m in found),
+        )
+        response.body = b"".join(encode_message(m) for m in found)
+        return response
+
+    async def _view_message(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        """The message at a commitlog offset (what an offset message id names)."""
+        found = self.ctx.store.look_message_by_offset(cmd.int_field("offset"))
+        if found is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at commitlog offset {cmd.field('offset')}")
+        response = cmd.response(ResponseCode.SUCCESS)
+        response.body = encode_message(found)
+        return response
 
     async def _lock(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         """Orderly consumers' queue leases (the same ones gRPC LockQueues takes): the set actually locked."""

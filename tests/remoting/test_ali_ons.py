@@ -242,3 +242,28 @@ def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
         views = [rm.query_message_by_offset(topic, 1, i) for i in range(3)]
     assert [v.body for v in views] == [b"b0", b"b1", b"b2"] and {v.tags for v in views} == {"TagBatch"}
+
+
+@pytest.mark.timeout(60)
+def test_query_by_key_and_view_by_id_over_remoting(stack) -> None:
+    ns, _remoting_ns, broker = stack
+    port = int(broker.options["remotingListenPort"])
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.create_producer() as producer:
+        producer.send(oms.BytesMessage(b"find me", "RemotingQueryT", keys=["qk-1"]))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        found = _call(
+            s,
+            RemotingCommand(RequestCode.QUERY_MESSAGE, opaque=1, ext_fields={"topic": "RemotingQueryT", "key": "qk-1"}),
+        )
+        assert found.code == ResponseCode.SUCCESS, found.remark
+        total, magic = struct.unpack_from(">ii", found.body, 0)
+        assert total == len(found.body) and magic == -626843481, "one message in RocketMQ's MessageDecoder layout"
+        assert b"find me" in found.body
+        phys = struct.unpack_from(">q", found.body, 28)[0]  # physical offset field
+        viewed = _call(s, RemotingCommand(RequestCode.VIEW_MESSAGE_BY_ID, opaque=2, ext_fields={"offset": str(phys)}))
+        assert viewed.code == ResponseCode.SUCCESS and viewed.body == found.body
+        missing = _call(
+            s,
+            RemotingCommand(RequestCode.QUERY_MESSAGE, opaque=3, ext_fields={"topic": "RemotingQueryT", "key": "nope"}),
+        )
+        assert missing.code == ResponseCode.QUERY_NOT_FOUND and "nope" in (missing.remark or "")

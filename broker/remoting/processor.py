@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
 from broker.retry_service import RetryService
-from broker.store.message import MessageExtBrokerInner
+from broker.store.message import TRANSACTION_PREPARED_TYPE, MessageExtBrokerInner
 from broker.store.results import GetMessageStatus, PutMessageStatus
 from broker.timer_service import to_delay_level
 from orbitmq import message_const as mc
@@ -118,7 +118,7 @@ class BrokerRemotingHandler:
         tc = ctx.topics.get_or_auto_create(topic, TopicMessageType.NORMAL)
         if not PermName.is_writeable(tc.perm):
             return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic!r} is not writeable on this broker")
-        qid = int(h.get("queueId") or 0)
+        qid = _int(h, "queueId", 0)
         n = max(1, tc.write_queue_nums)
         qid = qid % n if qid >= 0 else 0
         if h.get("batch") == "true":
@@ -127,17 +127,23 @@ class BrokerRemotingHandler:
         props = decode_properties_string(h.get("properties", ""))
         # 4.x clients set the unique id themselves; one is made for those that do not (v2 consumers need one)
         props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
+        sys_flag = _int(h, "sysFlag", 0)
+        if props.get(mc.PROPERTY_TRANSACTION_PREPARED) == "true" or sys_flag & TRANSACTION_PREPARED_TYPE:
+            # stored as a plain message it would be consumable before its producer commits: refuse it clearly
+            return cmd.response(
+                ResponseCode.MESSAGE_ILLEGAL, "transactional messages are not supported over remoting yet (use v2)"
+            )
         inner = MessageExtBrokerInner(
             topic=topic,
             body=cmd.body,
             queue_id=qid,
             properties=props,
-            flag=int(h.get("flag") or 0),
-            sys_flag=int(h.get("sysFlag") or 0),
-            born_timestamp=int(h.get("bornTimestamp") or time.time() * 1000),
+            flag=_int(h, "flag", 0),
+            sys_flag=sys_flag,
+            born_timestamp=_int(h, "bornTimestamp", int(time.time() * 1000)),
             born_host=_peer_tuple(peer),
             store_host=ctx.store_host,
-            reconsume_times=int(h.get("reconsumeTimes") or 0),
+            reconsume_times=_int(h, "reconsumeTimes", 0),
         )
         deliver_ms = 0
         raw_level = props.pop(mc.PROPERTY_DELAY_TIME_LEVEL, None)
@@ -157,7 +163,7 @@ class BrokerRemotingHandler:
             code,
             None if code == ResponseCode.SUCCESS else (result.error or result.status.value),
             msgId=ar.msg_id,
-            queueId=qid if not deliver_ms else h.get("queueId", qid),
+            queueId=qid,
             queueOffset=ar.logics_offset,
         )
 
@@ -183,7 +189,7 @@ class BrokerRemotingHandler:
                     queue_id=qid,
                     properties=props,
                     flag=e.flag,
-                    born_timestamp=int(h.get("bornTimestamp") or time.time() * 1000),
+                    born_timestamp=_int(h, "bornTimestamp", int(time.time() * 1000)),
                     born_host=_peer_tuple(peer),
                     store_host=ctx.store_host,
                 )
@@ -373,6 +379,16 @@ class BrokerRemotingHandler:
             cmd.int_field("maxReconsumeTimes", 0),
         )
         return cmd.response(ResponseCode.SUCCESS)
+
+
+def _int(header: dict[str, str], name: str, default: int) -> int:
+    raw = header.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise FrameError(f"send: header field {name!r} is not a number: {raw!r}") from None
 
 
 def _json_body(cmd: RemotingCommand) -> dict[str, Any]:

@@ -148,6 +148,23 @@ def test_bad_input_gets_an_answer_or_closes_that_connection_only(stack) -> None:
             RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=3, ext_fields={"b": "bad topic!", "e": "0"}, body=b"x"),
         )
         assert bad_topic.code == ResponseCode.MESSAGE_ILLEGAL and "bad topic!" in (bad_topic.remark or "")
+        bad_queue = _call(
+            healthy,
+            RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=7, ext_fields={"b": "RemotingT", "e": "x"}, body=b"x"),
+        )
+        assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "'queueId' is not a number" in (bad_queue.remark or "")
+        half = _call(
+            healthy,
+            RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2,
+                opaque=8,
+                ext_fields={"b": "RemotingT", "e": "0", "i": "TRAN_MSG\x01true\x02"},
+                body=b"half",
+            ),
+        )
+        assert half.code == ResponseCode.MESSAGE_ILLEGAL and "transactional" in (half.remark or ""), (
+            "never stored plain"
+        )
         for garbage in (b"\xff\xff\xff\xff", struct.pack(">i", 64 * 1024 * 1024), struct.pack(">i", 6) + b"{{{{{{"):
             with socket.create_connection(("127.0.0.1", broker_port), timeout=10) as bad:
                 bad.sendall(garbage)

@@ -38,9 +38,10 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     brokerId: int = 0  # 0 for the master, above 0 for slaves
     namesrvAddr: str = ""  # "host:port;host:port"
     listenPort: int = DEFAULT_BROKER_GRPC_PORT  # gRPC port (v2 protocol and the internal services)
-    # RocketMQ remoting listener for 4.x clients (docs/remoting.md): -1 = off, 0 = a free port; RocketMQ's broker
-    # listens on 10911 for it
-    remotingListenPort: int = -1
+    # RocketMQ remoting listener (docs/remoting.md): 4.x clients, and OrbitMQ's own client's frame transport.
+    # -1 = off, 0 = a free port (registered with the name servers, which hand it to 4.x clients; not opened when TLS
+    # is on), RocketMQ's broker uses 10911
+    remotingListenPort: int = 0
     # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
     bindAddress: str = ""
     brokerIP1: str = "127.0.0.1"  # address advertised in routes and message ids

@@ -25,6 +25,7 @@ from broker.grpc.pop_batch import PopServicer
 from broker.grpc.produce import ProduceServicer
 from broker.grpc.pull_batch import ConsumeServicer
 from broker.grpc.servicer import MessagingServicer
+from broker.grpc.transports import TransportsServicer
 from broker.ha.failover import FailoverAgent, FailoverConfig
 from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
@@ -48,7 +49,8 @@ from orbitmq.grpc_guard import guarded_server
 from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import get_logger
 from orbitmq.net import bind_target, is_loopback
-from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc
+from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc, transport_pb2_grpc
+from orbitmq.remoting.grpc_frames import GrpcFrameDispatcher
 from orbitmq.remoting.server import RemotingServer
 from orbitmq.v2.settings import SettingsPolicy
 from orbitmq.v2.telemetry import TelemetryHub
@@ -72,6 +74,7 @@ class BrokerController:
         self.pop: PopService | None = None
         self.metrics: Exporter | None = None
         self.remoting: RemotingServer | None = None  # the 4.x clients' listener (remotingListenPort)
+        self.frames_addr = ""  # where oms's framed unary calls go: the remoting listener when it is plaintext
         self.recorder: BrokerMetrics | None = None  # metrics counters; None when metricsExporterType=DISABLE
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -173,6 +176,7 @@ class BrokerController:
         consume_pb2_grpc.add_ConsumeServicer_to_server(ConsumeServicer(ctx), server)
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
+        transport_pb2_grpc.add_TransportsServicer_to_server(TransportsServicer(lambda: self.frames_addr), server)
         self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), cfg.server_credentials())
         if cfg.listenPort == 0:
             # Port 0 in tests: advertise the real port.
@@ -193,10 +197,15 @@ class BrokerController:
             )
 
         remoting_addr = ""
-        if cfg.remotingListenPort >= 0:
-            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker")
+        tls_on = cfg.server_credentials() is not None
+        # frames carry no TLS: with TLS on, the plaintext listener opens only on a port the operator chose
+        if cfg.remotingListenPort > 0 or (cfg.remotingListenPort == 0 and not tls_on):
+            frames = GrpcFrameDispatcher(server.generic_handlers)
+            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker", frames)
             remoting_port = await self.remoting.start(cfg.bind_host, cfg.remotingListenPort)
             remoting_addr = f"{cfg.brokerIP1}:{remoting_port}"
+            if not tls_on:
+                self.frames_addr = remoting_addr
         if cfg.namesrv_list():
             registrar = BrokerRegistrar(
                 cfg.namesrv_list(),

@@ -106,7 +106,8 @@ class MessagingAccessPoint:
         self.credentials = Credentials(key, secret) if key and secret else None
         self.plugin_manager = ClientPluginManager(load_entry_points=attributes.get_boolean(LOAD_PLUGINS_KEY, True))
         self._loop = LoopThread(f"oms-access-point-{id(self):x}")
-        pool = ChannelPool(_tls_credentials(attributes))
+        frames = attributes.get_boolean(NonStandardKeys.FRAMES_ENABLE, True)
+        pool = ChannelPool(_tls_credentials(attributes), frames=frames)
         self._runtime = Runtime(self._loop, pool, Endpoint.of(url.endpoints), self.namespace, self.credentials)
         self._children: list[Lifecycle] = []
         self._lock = threading.Lock()

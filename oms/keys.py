@@ -80,6 +80,8 @@ class NonStandardKeys:
     TLS_TRUST_CERT_PATH: Final = "rmq.tls.trust.cert.path"  # PEM CA bundle; empty = the system roots
     TLS_CERT_PATH: Final = "rmq.tls.cert.path"  # PEM client certificate, for servers that require one
     TLS_KEY_PATH: Final = "rmq.tls.key.path"
+    # unary calls to OrbitMQ brokers over the frame transport (docs/oms.md); "false" keeps every call on gRPC
+    FRAMES_ENABLE: Final = "rmq.frames.enable"
     # message keys (sys or user headers)
     TAGS: Final = "rmq.tags"
     KEYS: Final = "rmq.keys"

@@ -136,9 +136,13 @@ class GuardedServer:
     def __init__(self, server: grpc.aio.Server, observer: RpcObserver | None = None) -> None:
         self._server = server
         self._observer = observer
+        # every guarded service, for other transports that serve the same handlers (orbitmq/remoting/grpc_frames.py)
+        self.generic_handlers: list[grpc.GenericRpcHandler] = []
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
-        self._server.add_generic_rpc_handlers(tuple(_GuardedGenericHandler(h, self._observer) for h in handlers))
+        guarded = tuple(_GuardedGenericHandler(h, self._observer) for h in handlers)
+        self.generic_handlers.extend(guarded)
+        self._server.add_generic_rpc_handlers(guarded)
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         wrapped = {name: _wrap(f"/{service}/{name}", h, self._observer) for name, h in handlers.items()}

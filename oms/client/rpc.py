@@ -5,18 +5,22 @@ Channels are cached per endpoint and shared by every client of one access point 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, Protocol
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
 from rocketmq.grpc_protocol import definition_pb2, service_pb2_grpc
 
 from oms.client.endpoints import Endpoint
+from oms.client.frames import FrameChannel
 from oms.client.headers import HeaderBuilder
 from oms.errors import OMSRuntimeException, exception_for, from_rpc_error
 from orbitmq.errors import Code
-from orbitmq.proto import produce_pb2, produce_pb2_grpc
+from orbitmq.proto import produce_pb2, produce_pb2_grpc, transport_pb2, transport_pb2_grpc
 
 log = logging.getLogger("oms.client.rpc")
 
@@ -31,15 +35,27 @@ CHANNEL_OPTIONS = (
     ("grpc.keepalive_timeout_ms", 10_000),
 )
 SUCCESS_CODES = frozenset({Code.OK, Code.MULTIPLE_RESULTS})
+DESCRIBE_TIMEOUT_S = 3.0
+REDISCOVER_AFTER_S = 5.0  # a lost frame connection: ask the broker again this long after (it may have restarted)
+S = TypeVar("S")
 
 
 class ChannelPool:
-    """Loop-bound: channels are created and closed on the access point's loop."""
+    """Loop-bound: channels are created and closed on the access point's loop.
 
-    def __init__(self, credentials: grpc.ChannelCredentials | None = None) -> None:
+    Unary calls to an OrbitMQ broker ride the frame transport (``oms/client/frames.py``) once the broker has said
+    where its frame listener is; until then, for other servers, over TLS, or with ``frames=False``, they use gRPC.
+    """
+
+    def __init__(self, credentials: grpc.ChannelCredentials | None = None, *, frames: bool = True) -> None:
         self.credentials = credentials  # TLS when set (``rmq.tls.enable``)
+        # frames carry no TLS: a TLS access point keeps every call on gRPC
+        self.frames_enabled = frames and credentials is None
+        self._frames: dict[Endpoint, FrameChannel | None] = {}  # None: the endpoint offers no frame listener
+        self._describing: dict[Endpoint, asyncio.Task[None]] = {}
+        self._frames_retry_at: dict[Endpoint, float] = {}
+        self._unary_stubs: dict[tuple[Endpoint, object], tuple[object, Any]] = {}
         self._channels: dict[Endpoint, tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]] = {}
-        self._produce: dict[Endpoint, produce_pb2_grpc.ProduceStub] = {}
         # Endpoints that answered Produce/SendBatch with UNIMPLEMENTED (e.g. a RocketMQ proxy): never asked again.
         self.without_send_batch: set[Endpoint] = set()
 
@@ -56,19 +72,65 @@ class ChannelPool:
     def stub(self, endpoint: Endpoint) -> service_pb2_grpc.MessagingServiceStub:
         return self._entry(endpoint)[1]
 
-    def produce_stub(self, endpoint: Endpoint) -> produce_pb2_grpc.ProduceStub:
-        stub = self._produce.get(endpoint)
-        if stub is None:
-            stub = self._produce[endpoint] = produce_pb2_grpc.ProduceStub(self.channel(endpoint))
-        return stub
-
     def channel(self, endpoint: Endpoint) -> grpc.aio.Channel:
         """The shared channel itself, for the other services a server offers there (admin, name server)."""
         return self._entry(endpoint)[0]
 
+    def unary_stub(self, endpoint: Endpoint, stub_type: Callable[[Any], S]) -> S:
+        """A stub for the unary calls of ``stub_type``'s service on ``endpoint``: over frames where the broker
+        offers them, else over the shared gRPC channel. Never use it for streaming methods."""
+        channel: object = self._frame_channel(endpoint) or self.channel(endpoint)
+        cached = self._unary_stubs.get((endpoint, stub_type))
+        if cached is None or cached[0] is not channel:
+            cached = self._unary_stubs[(endpoint, stub_type)] = (channel, stub_type(channel))
+        stub: S = cached[1]
+        return stub
+
+    def _frame_channel(self, endpoint: Endpoint) -> FrameChannel | None:
+        if not self.frames_enabled:
+            return None
+        if endpoint in self._frames:
+            return self._frames[endpoint]
+        if endpoint not in self._describing and time.monotonic() >= self._frames_retry_at.get(endpoint, 0.0):
+            # asked in the background: this call and those until the answer go over gRPC
+            task = asyncio.get_running_loop().create_task(self._describe(endpoint), name=f"describe-{endpoint}")
+            self._describing[endpoint] = task
+        return None
+
+    async def _describe(self, endpoint: Endpoint) -> None:
+        stub = transport_pb2_grpc.TransportsStub(self.channel(endpoint))
+        try:
+            answer = await stub.Describe(transport_pb2.DescribeTransportsRequest(), timeout=DESCRIBE_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            code_fn = getattr(exc, "code", None)
+            if callable(code_fn) and code_fn() == grpc.StatusCode.UNIMPLEMENTED:
+                self._frames[endpoint] = None  # not an OrbitMQ broker (a name server, a RocketMQ proxy)
+            else:
+                self._frames_retry_at[endpoint] = time.monotonic() + REDISCOVER_AFTER_S
+            return
+        finally:
+            self._describing.pop(endpoint, None)
+        host, _, port = answer.frames_addr.rpartition(":")
+        if not host or not port.isdigit():
+            self._frames[endpoint] = None
+            return
+        log.debug("%s: unary calls over frames at %s", endpoint, answer.frames_addr)
+        self._frames[endpoint] = FrameChannel(host, int(port), lambda ch: self._frames_lost(endpoint, ch))
+
+    def _frames_lost(self, endpoint: Endpoint, channel: FrameChannel) -> None:
+        """Back to gRPC for this endpoint; its frame address is asked again later (a restart may change it)."""
+        if self._frames.get(endpoint) is channel:
+            del self._frames[endpoint]
+            self._frames_retry_at[endpoint] = time.monotonic() + REDISCOVER_AFTER_S
+
     async def close(self, grace: float = 0.5) -> None:
+        for task in list(self._describing.values()):
+            task.cancel()
+        frames, self._frames = [f for f in self._frames.values() if f is not None], {}
+        for frame_channel in frames:
+            await frame_channel.close()
+        self._unary_stubs = {}
         channels, self._channels = list(self._channels.values()), {}
-        self._produce = {}
         for channel, _ in channels:
             await channel.close(grace)
 
@@ -101,7 +163,7 @@ class Rpc:
 
     async def call(self, endpoint: Endpoint, method: str, request: Any, timeout: float, *, check: bool = True) -> Any:
         """``method`` (e.g. ``"SendMessage"``) on ``endpoint``; raises an ``OMSException`` on any failure."""
-        fn = getattr(self.pool.stub(endpoint), method)
+        fn = getattr(self.pool.unary_stub(endpoint, service_pb2_grpc.MessagingServiceStub), method)
         what = f"{method} to {endpoint}"
         try:
             response = await fn(request, metadata=self.headers.build(), timeout=max(timeout, 0.001))
@@ -121,8 +183,9 @@ class Rpc:
         """``Produce/SendBatch`` on ``endpoint``, its status unchecked; None (remembered) when the endpoint does not
         serve it. Raises an ``OMSException`` on any other transport failure."""
         what = f"SendBatch to {endpoint}"
+        stub = self.pool.unary_stub(endpoint, produce_pb2_grpc.ProduceStub)
         try:
-            response: produce_pb2.SendBatchResponse = await self.pool.produce_stub(endpoint).SendBatch(
+            response: produce_pb2.SendBatchResponse = await stub.SendBatch(
                 request, metadata=self.headers.build(), timeout=max(timeout, 0.001)
             )
         except grpc.RpcError as exc:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
-import grpc.aio
 from google.protobuf import duration_pb2, timestamp_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
@@ -115,7 +114,6 @@ class ConsumerCalls:
     def __init__(self, core: ClientCore, group: str) -> None:
         self.core = core
         self.group = group
-        self._stubs: dict[tuple[Endpoint, object], tuple[grpc.aio.Channel, Any]] = {}
         self._no_receive_batch: set[Endpoint] = set()  # brokers answering UNIMPLEMENTED (not OrbitMQ)
         self._no_ack_batch: set[Endpoint] = set()
         self.receive_batch_enabled = True  # False: always v2 ReceiveMessage
@@ -356,16 +354,9 @@ class ConsumerCalls:
 
     # -- batched pull ---------------------------------------------------------------------------------------------
 
-    def _stub(self, endpoint: Endpoint, stub_type: Callable[[grpc.aio.Channel], S]) -> S:
-        pool = self.core.runtime.pool
-        pool.stub(endpoint)  # makes sure the shared channel of this endpoint exists
-        # OrbitMQ's own services ride on the access point's channel to the broker (same port as v2)
-        channel = pool._channels[endpoint][0]
-        cached = self._stubs.get((endpoint, stub_type))
-        if cached is None or cached[0] is not channel:
-            cached = self._stubs[(endpoint, stub_type)] = (channel, stub_type(channel))
-        stub: S = cached[1]
-        return stub
+    def _stub(self, endpoint: Endpoint, stub_type: Callable[[Any], S]) -> S:
+        # OrbitMQ's own services (unary only) ride the access point's frame transport or its gRPC channel
+        return self.core.runtime.pool.unary_stub(endpoint, stub_type)
 
     def _consume_stub(self, endpoint: Endpoint) -> consume_pb2_grpc.ConsumeStub:
         return self._stub(endpoint, consume_pb2_grpc.ConsumeStub)

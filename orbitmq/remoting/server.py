@@ -12,15 +12,17 @@ from collections.abc import Awaitable, Callable
 from orbitmq.logging import get_logger
 from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
 from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.grpc_frames import OrbitRequestCode
 
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
 
 
 class RemotingServer:
-    def __init__(self, handler: Handler, name: str) -> None:
+    def __init__(self, handler: Handler, name: str, frames: Handler | None = None) -> None:
         self.handler = handler
         self.name = name
+        self.frames = frames  # OrbitMQ's framed gRPC calls (OrbitRequestCode.GRPC_UNARY), when served here
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -75,8 +77,10 @@ class RemotingServer:
     async def _answer(self, cmd: RemotingCommand, peer: str, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
         if cmd.is_response:
             return  # answers to the server's own requests (none are sent yet)
+        framed = self.frames is not None and cmd.code == OrbitRequestCode.GRPC_UNARY
+        handler = self.frames if framed and self.frames is not None else self.handler
         try:
-            response = await self.handler(cmd, peer)
+            response = await handler(cmd, peer)
         except FrameError as exc:  # a request missing or mangling a header field: a clear answer, not a close
             response = cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:  # a bug or a store failure: the client gets SYSTEM_ERROR naming it

@@ -1,0 +1,307 @@
+"""The frame transport against real broker processes: oms's unary calls ride RemotingCommand frames once the broker
+says where, with the same answers, errors, deadlines and ACL as over gRPC; a restarted broker is found again."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
+
+import oms
+import oms.client.rpc as rpc_module
+from oms.client.frames import FrameChannel, FrameRpcError
+from oms.client.rpc import ChannelPool
+from oms.errors import OMSSecurityException
+from orbitmq.message_batch import BatchEntry, encode_message_batch
+from orbitmq.proto import (
+    consume_pb2,
+    consume_pb2_grpc,
+    produce_pb2,
+    produce_pb2_grpc,
+    transport_pb2,
+    transport_pb2_grpc,
+)
+from orbitmq.remoting.codec import RemotingCommand, decode, encode
+from orbitmq.remoting.codes import ResponseCode, SerializeType
+from orbitmq.remoting.grpc_frames import MAX_FRAME_BODY_BYTES, METHOD_FIELD, OrbitRequestCode
+from orbitmq.v2.signature import signing_metadata
+from tests.broker.v2client import METADATA
+from tests.conftest import BrokerHandle
+from tests.oms.helpers import bodies
+from tests.waiting import wait_until
+
+SEND_BATCH = "/orbitmq.produce.Produce/SendBatch"
+OK = definition_pb2.Code.OK
+
+
+def frames_addr(addr: str) -> tuple[str, int]:
+    with grpc.insecure_channel(addr) as ch:
+        answer = transport_pb2_grpc.TransportsStub(ch).Describe(transport_pb2.DescribeTransportsRequest(), timeout=10)
+    host, _, port = answer.frames_addr.rpartition(":")
+    assert host and port.isdigit(), f"the broker offers no frame listener: {answer}"
+    assert answer.max_frame_bytes == MAX_FRAME_BODY_BYTES
+    return host, int(port)
+
+
+def frame_channels(ap: oms.MessagingAccessPoint) -> list[FrameChannel]:
+    return [ch for ch in ap._runtime.pool._frames.values() if ch is not None]
+
+
+def batch_request(topic: str, n: int, prefix: str) -> produce_pb2.SendBatchRequest:
+    entries = [BatchEntry(0, f"{prefix}-{i}".encode(), {"UNIQ_KEY": f"{prefix.upper()}{i:030X}"}) for i in range(n)]
+    return produce_pb2.SendBatchRequest(topic=topic, queue_id=-1, count=n, messages=encode_message_batch(entries))
+
+
+def test_oms_calls_ride_frames_once_the_broker_says_where(shared_broker: BrokerHandle) -> None:
+    topic = "FramesT"
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{shared_broker.addr}/") as ap,
+        ap.create_producer(operation_timeout=10_000) as producer,
+    ):
+        producer.send(oms.BytesMessage(b"first", topic))  # over gRPC: the broker is asked about frames meanwhile
+        wait_until(lambda: frame_channels(ap), timeout=10)
+        [channel] = frame_channels(ap)
+        assert (channel.host, channel.port) == frames_addr(shared_broker.addr)
+        before = channel.calls
+        sent = [producer.send(oms.BytesMessage(f"one-{i}".encode(), topic)).message_id for i in range(5)]
+        results = producer.send_batch([oms.BytesMessage(f"batch-{i}".encode(), topic) for i in range(50)])
+        assert len(results) == 50 and len(set(sent)) == 5
+        assert channel.calls >= before + 6  # five SendMessage and at least one SendBatch went over frames
+        with ap.create_pull_consumer(consumer_id="FramesG") as consumer:
+            consumer.attach_queue(topic)
+            queues = consumer.queues(topic)
+            calls = channel.calls
+            pulled = [m for q in queues for m in consumer.pull(q, 0, 256, 0).messages]
+            assert channel.calls >= calls + len(queues)  # PullBatch too
+    expected = {b"first", *(f"one-{i}".encode() for i in range(5)), *(f"batch-{i}".encode() for i in range(50))}
+    assert {m.body for m in pulled} == expected
+    assert sorted(bodies(shared_broker.addr, topic)) == sorted(expected)  # the same store v2 clients read
+
+
+def test_frames_answer_as_grpc_does(shared_broker: BrokerHandle) -> None:
+    """Business errors come back in the response status on both transports; transport errors as gRPC codes."""
+    host, port = frames_addr(shared_broker.addr)
+
+    async def scenario() -> None:
+        channel = FrameChannel(host, port)
+        try:
+            stub = produce_pb2_grpc.ProduceStub(channel)
+            ok = await stub.SendBatch(batch_request("FramesAnswersT", 3, "fa"), metadata=METADATA, timeout=10)
+            assert ok.status.code == OK and len(ok.commitlog_offsets) == 3
+            bad = produce_pb2.SendBatchRequest(topic="bad topic!", queue_id=-1, count=1, messages=b"")
+            framed = await stub.SendBatch(bad, metadata=METADATA, timeout=10)
+            async with grpc.aio.insecure_channel(shared_broker.addr) as ch:
+                direct = await produce_pb2_grpc.ProduceStub(ch).SendBatch(bad, metadata=METADATA, timeout=10)
+            assert framed.status.code != OK and framed.status == direct.status
+
+            # a long poll longer than the caller's deadline ends within it, empty, as over gRPC (deadline sent along)
+            one = batch_request("FramesPollT", 1, "fp")
+            one.queue_id = 0
+            assert (await stub.SendBatch(one, metadata=METADATA, timeout=10)).status.code == OK
+            pull = consume_pb2.PullBatchRequest(
+                group="FramesG", topic="FramesPollT", queue_id=0, offset=1, long_polling_ms=5000
+            )
+            started = time.monotonic()
+            empty = await consume_pb2_grpc.ConsumeStub(channel).PullBatch(pull, metadata=METADATA, timeout=1.0)
+            assert empty.status.code == definition_pb2.Code.MESSAGE_NOT_FOUND and not empty.records
+            assert time.monotonic() - started < 1.0
+
+            # streams stay on gRPC
+            with pytest.raises(FrameRpcError) as stream:
+                service_pb2_grpc.MessagingServiceStub(channel).ReceiveMessage(service_pb2.ReceiveMessageRequest())
+            assert stream.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+            # a request over the frame limit is refused before anything is sent
+            huge = produce_pb2.SendBatchRequest(topic="FramesAnswersT", messages=b"x" * (MAX_FRAME_BODY_BYTES + 1))
+            with pytest.raises(FrameRpcError) as too_big:
+                await stub.SendBatch(huge, metadata=METADATA, timeout=10)
+            assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "frame limit" in too_big.value.details()
+
+            # the channel is still good after all that
+            again = await stub.SendBatch(batch_request("FramesAnswersT", 1, "fb"), metadata=METADATA, timeout=10)
+            assert again.status.code == OK
+        finally:
+            await channel.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_silent_or_absent_server_fails_the_call_in_time() -> None:
+    """No answer within the deadline: DEADLINE_EXCEEDED; nobody listening: UNAVAILABLE (the caller may retry)."""
+
+    async def scenario() -> None:
+        async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # reads requests, never answers
+            writer.close()
+
+        server = await asyncio.start_server(mute, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        channel = FrameChannel("127.0.0.1", port)
+        stub = produce_pb2_grpc.ProduceStub(channel)
+        started = time.monotonic()
+        with pytest.raises(FrameRpcError) as late:
+            await stub.SendBatch(batch_request("T", 1, "m"), metadata=METADATA, timeout=0.3)
+        assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - started < 2
+        await channel.close()
+        server.close()
+        await server.wait_closed()
+        gone = FrameChannel("127.0.0.1", port)
+        with pytest.raises(FrameRpcError) as refused:
+            await produce_pb2_grpc.ProduceStub(gone).SendBatch(batch_request("T", 1, "m"), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+    asyncio.run(scenario())
+
+
+def _raw_call(host: str, port: int, cmd: RemotingCommand) -> RemotingCommand:
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(encode(cmd))
+        (total,) = struct.unpack(">i", _read(sock, 4))
+        return decode(_read(sock, total))
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def test_bad_frames_get_clear_answers(shared_broker: BrokerHandle) -> None:
+    host, port = frames_addr(shared_broker.addr)
+
+    def call(method: str, body: bytes) -> RemotingCommand:
+        cmd = RemotingCommand(
+            int(OrbitRequestCode.GRPC_UNARY),
+            7,
+            ext_fields={METHOD_FIELD: method, **dict(METADATA)},
+            body=body,
+            serialize_type=SerializeType.ROCKETMQ,
+        )
+        return _raw_call(host, port, cmd)
+
+    garbage = call(SEND_BATCH, b"\xff\xff\xff\xff")
+    assert garbage.code == ResponseCode.SYSTEM_ERROR and garbage.opaque == 7
+    assert "SendBatch" in (garbage.remark or "") and "SendBatchRequest" in (garbage.remark or "")
+    unknown = call("/orbitmq.produce.Produce/Nothing", b"")
+    assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "Nothing" in (unknown.remark or "")
+    stream = call("/apache.rocketmq.v2.MessagingService/ReceiveMessage", b"")
+    assert stream.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    # garbage bytes close that connection only: framed calls on another go on
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", 12) + b"\x07" * 12)
+        sock.settimeout(10)
+        assert sock.recv(64) == b""
+    ok = call(SEND_BATCH, batch_request("FramesBadT", 1, "fc").SerializeToString())
+    assert ok.code == ResponseCode.SUCCESS
+    assert produce_pb2.SendBatchResponse.FromString(ok.body).status.code == OK
+
+
+ACL = """
+accounts:
+  - accessKey: frameAK
+    secretKey: frameSecret1
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - FramesAclT=PUB|SUB
+"""
+
+
+@pytest.fixture
+def acl_broker(broker_factory, tmp_path: Path) -> BrokerHandle:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    return broker_factory.broker(options={"aclEnable": "true", "aclFile": str(acl_file)})
+
+
+def test_acl_holds_over_frames(acl_broker: BrokerHandle) -> None:
+    host, port = frames_addr(acl_broker.addr)
+
+    async def send(topic: str, metadata: tuple[tuple[str, str], ...]) -> int:
+        channel = FrameChannel(host, port)
+        try:
+            stub = produce_pb2_grpc.ProduceStub(channel)
+            answer = await stub.SendBatch(batch_request(topic, 1, "acl"), metadata=metadata, timeout=10)
+            return int(answer.status.code)
+        finally:
+            await channel.close()
+
+    signed = (*METADATA, *signing_metadata("frameAK", "frameSecret1"))
+    assert asyncio.run(send("FramesAclT", signed)) == OK
+    assert asyncio.run(send("FramesAclOther", signed)) == definition_pb2.Code.FORBIDDEN
+    assert asyncio.run(send("FramesAclT", METADATA)) == definition_pb2.Code.UNAUTHORIZED
+    badly_signed = (*METADATA, *signing_metadata("frameAK", "wrongSecret1"))
+    assert asyncio.run(send("FramesAclT", badly_signed)) == definition_pb2.Code.UNAUTHORIZED
+
+    url = f"oms:rocketmq://{acl_broker.addr}/"
+    with (
+        oms.get_messaging_access_point(url, access_key="frameAK", secret_key="wrongSecret1") as ap,
+        ap.create_producer(operation_timeout=5_000) as producer,
+    ):
+        with pytest.raises(OMSSecurityException):
+            producer.send(oms.BytesMessage(b"x", "FramesAclT"))
+        wait_until(lambda: frame_channels(ap), timeout=10)
+        with pytest.raises(OMSSecurityException):
+            producer.send(oms.BytesMessage(b"x", "FramesAclT"))  # now over frames: refused the same way
+        assert frame_channels(ap)[0].calls >= 1
+
+
+@pytest.fixture
+def quick_rediscovery(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(rpc_module, "REDISCOVER_AFTER_S", 0.5)
+    yield
+
+
+@pytest.mark.timeout(120)
+def test_a_restarted_broker_is_found_again(broker_factory, quick_rediscovery) -> None:
+    broker = broker_factory.broker()
+    topic = "FramesRestartT"
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer(operation_timeout=10_000) as producer,
+    ):
+        producer.send(oms.BytesMessage(b"before-0", topic))
+        wait_until(lambda: frame_channels(ap), timeout=10)
+        old_port = frame_channels(ap)[0].port
+        producer.send(oms.BytesMessage(b"before-1", topic))
+        broker.restart()  # a free remoting port again: most likely another one
+        sent = []
+        deadline = time.monotonic() + 60
+        while len(sent) < 20 and time.monotonic() < deadline:
+            try:
+                producer.send(oms.BytesMessage(f"after-{len(sent)}".encode(), topic))
+                sent.append(len(sent))
+            except oms.OMSRuntimeException:
+                time.sleep(0.2)  # the lost connection fails the call in flight; the next goes over gRPC
+        assert len(sent) == 20
+        wait_until(lambda: frame_channels(ap) and frame_channels(ap)[0].port == frames_addr(broker.addr)[1], timeout=15)
+        calls = frame_channels(ap)[0].calls
+        producer.send(oms.BytesMessage(b"after-last", topic))
+        assert frame_channels(ap)[0].calls > calls
+        del old_port
+    stored = set(bodies(broker.addr, topic))
+    assert {b"before-0", b"before-1", b"after-last", *(f"after-{i}".encode() for i in range(20))} <= stored
+
+
+def test_frames_stay_off_with_tls_or_when_disabled(shared_broker: BrokerHandle) -> None:
+    assert not ChannelPool(grpc.ssl_channel_credentials()).frames_enabled
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{shared_broker.addr}/", frames_enable=False) as ap,
+        ap.create_producer(operation_timeout=10_000) as producer,
+    ):
+        for i in range(3):
+            producer.send(oms.BytesMessage(f"grpc-{i}".encode(), "FramesOffT"))
+            time.sleep(0.1)
+        assert not ap._runtime.pool._frames and not ap._runtime.pool._describing

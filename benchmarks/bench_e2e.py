@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from benchmarks.common import (
     stamped_body,
     write_result,
 )
+from oms.client.frames import FrameChannel
 from orbitmq.message_batch import BatchEntry, encode_message_batch
 from orbitmq.message_const import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX as UNIQ_KEY
 from orbitmq.proto import (
@@ -45,6 +46,8 @@ from orbitmq.proto import (
     pop_pb2_grpc,
     produce_pb2,
     produce_pb2_grpc,
+    transport_pb2,
+    transport_pb2_grpc,
 )
 from orbitmq.record import iter_records
 from orbitmq.route import QUEUE_TYPE_ATTRIBUTE, CQType
@@ -59,6 +62,22 @@ BROKER_OPTIONS = {
     "warmMapedFileEnable": "false",
 }
 OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+
+
+@contextlib.asynccontextmanager
+async def unary_channel(addr: str, transport: str = "grpc") -> AsyncIterator[Any]:
+    """A channel for unary stubs: gRPC, or the broker's frame transport (``frames``, what oms uses by default)."""
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+        if transport == "grpc":
+            yield ch
+            return
+        answer = await transport_pb2_grpc.TransportsStub(ch).Describe(transport_pb2.DescribeTransportsRequest())
+        host, _, port = answer.frames_addr.rpartition(":")
+        frames = FrameChannel(host, int(port))
+        try:
+            yield frames
+        finally:
+            await frames.close()
 
 
 def _free_port() -> int:
@@ -183,9 +202,11 @@ async def bench_batched_produce(addr: str, topic: str, total: int, batch: int, c
     }
 
 
-async def bench_send_batch(addr: str, topic: str, total: int, batch: int, concurrency: int) -> dict[str, Any]:
+async def bench_send_batch(
+    addr: str, topic: str, total: int, batch: int, concurrency: int, transport: str = "grpc"
+) -> dict[str, Any]:
     """``Produce/SendBatch``: the same 100-byte messages (id, no tag) as one MessageBatch payload per request."""
-    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+    async with unary_channel(addr, transport) as ch:
         stub = produce_pb2_grpc.ProduceStub(ch)
         body = b"x" * BODY_SIZE
         requests = [
@@ -220,6 +241,7 @@ async def bench_send_batch(addr: str, topic: str, total: int, batch: int, concur
     sent = rounds * batch
     return {
         "rpc": "Produce/SendBatch",
+        "transport": transport,
         "messages": sent,
         "batch": batch,
         "concurrency": concurrency,
@@ -278,9 +300,9 @@ async def bench_pull(addr: str, topic: str, batch: int) -> dict[str, Any]:
     return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed)}
 
 
-async def bench_pull_batch(addr: str, topic: str, batch: int) -> dict[str, Any]:
+async def bench_pull_batch(addr: str, topic: str, batch: int, transport: str = "grpc") -> dict[str, Any]:
     """Drain every queue with ``Consume/PullBatch``; the client decodes each record (body, topic, properties)."""
-    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+    async with unary_channel(addr, transport) as ch:
         stub = consume_pb2_grpc.ConsumeStub(ch)
         counts = [0] * QUEUES
         body_bytes = [0]
@@ -303,7 +325,13 @@ async def bench_pull_batch(addr: str, topic: str, batch: int) -> dict[str, Any]:
         await asyncio.gather(*(drain(q) for q in range(QUEUES)))
         elapsed = time.perf_counter() - t0
     total = sum(counts)
-    return {"messages": total, "batch": batch, "msgs_per_s": round(total / elapsed), "decoded": True}
+    return {
+        "messages": total,
+        "batch": batch,
+        "transport": transport,
+        "msgs_per_s": round(total / elapsed),
+        "decoded": True,
+    }
 
 
 async def bench_receive_ack(addr: str, topic: str, batch: int, receivers: int) -> dict[str, Any]:
@@ -401,12 +429,14 @@ async def bench_latency(
     tick_ms: float = LATENCY_TICK_MS,
     consumer: str = "pull",
     sender: str = "send_message",
+    transport: str = "grpc",
 ) -> dict[str, Any]:
     """Send ``rate`` msg/s (a small batch every tick) with v2 SendMessage (``send_message``) or Produce/SendBatch
     (``send_batch``), long-poll every queue with v2 PullMessage (``pull``) or Consume/PullBatch (``pull_batch``),
-    measure send->receive."""
-    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
-        stub = service_pb2_grpc.MessagingServiceStub(ch)
+    measure send->receive. ``transport`` carries the unary calls (gRPC or frames); PullMessage streams are gRPC."""
+    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch, unary_channel(addr, transport) as uch:
+        stub = service_pb2_grpc.MessagingServiceStub(uch)
+        stream_stub = service_pb2_grpc.MessagingServiceStub(ch)
         await stub.SendMessage(service_pb2.SendMessageRequest(messages=[_msg(topic, 0)]))  # create the topic
         starts = {}
         for q in range(QUEUES):
@@ -421,8 +451,8 @@ async def bench_latency(
         expected = paced_total(rate, seconds, tick_ms)
         stop = asyncio.Event()
 
-        batch_stub = consume_pb2_grpc.ConsumeStub(ch)
-        produce_stub = produce_pb2_grpc.ProduceStub(ch)
+        batch_stub = consume_pb2_grpc.ConsumeStub(uch)
+        produce_stub = produce_pb2_grpc.ProduceStub(uch)
 
         async def consume_batch(qid: int) -> None:
             offset = starts[qid]
@@ -451,7 +481,7 @@ async def bench_latency(
                     batch_size=256,
                     long_polling_timeout=duration_pb2.Duration(seconds=1),
                 )
-                async for resp in stub.PullMessage(req, timeout=5):
+                async for resp in stream_stub.PullMessage(req, timeout=5):
                     kind = resp.WhichOneof("content")
                     if kind == "message":
                         latencies.append(latency_ms(resp.message.body, time.time_ns()))
@@ -483,6 +513,7 @@ async def bench_latency(
         "messages": len(latencies),
         "sender": sender,
         "consumer": consumer,
+        "transport": transport,
         "tick_ms": tick_ms,
         "latency_ms_p50": round(pct(latencies, 50), 3),
         "latency_ms_p99": round(pct(latencies, 99), 3),
@@ -556,6 +587,22 @@ def run(quick: bool = False) -> dict[str, Any]:
                     broker.addr, "BenchLatSendBatchT", 10_000, seconds, consumer="pull_batch", sender="send_batch"
                 )
             )
+            # The frame transport (oms's default towards an OrbitMQ broker) against gRPC, same broker, same run.
+            send_batch_frames = asyncio.run(
+                bench_send_batch(broker.addr, "BenchSendBatchFramesT", n_batched, 1024, 4, transport="frames")
+            )
+            pull_batch_frames = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024, transport="frames"))
+            latency_frames = asyncio.run(
+                bench_latency(
+                    broker.addr,
+                    "BenchLatFramesT",
+                    10_000,
+                    seconds,
+                    consumer="pull_batch",
+                    sender="send_batch",
+                    transport="frames",
+                )
+            )
         finally:
             broker.stop()
     ceiling = bench_stream_ceiling(5_000 if quick else 30_000)
@@ -581,6 +628,14 @@ def run(quick: bool = False) -> dict[str, Any]:
         "e2e_latency_ms_p99_at_10k_pull_batch": latency_batch["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p50"],
         "e2e_latency_ms_p99_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p99"],
+        "frames": {
+            "send_batch_produce_msgs_per_s": send_batch_frames["msgs_per_s"],
+            "send_batch_over_grpc_ratio": round(send_batch_frames["msgs_per_s"] / send_batch["msgs_per_s"], 2),
+            "pull_batch_consume_msgs_per_s": pull_batch_frames["msgs_per_s"],
+            "pull_batch_over_grpc_ratio": round(pull_batch_frames["msgs_per_s"] / pull_batch["msgs_per_s"], 2),
+            "e2e_latency_ms_p50_at_10k_send_batch_pull_batch": latency_frames["latency_ms_p50"],
+            "e2e_latency_ms_p99_at_10k_send_batch_pull_batch": latency_frames["latency_ms_p99"],
+        },
         "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "receive_ack": 40_000, "e2e_p99_ms": 5.0},
     }
     # The peers (Redis Streams, RabbitMQ, NATS JetStream) in the same run, after our broker has stopped, so the
@@ -589,6 +644,12 @@ def run(quick: bool = False) -> dict[str, Any]:
     best_produce = max(batched["msgs_per_s"], send_batch["msgs_per_s"])
     summary["peers"] = bench_peers.compare(
         peers, best_produce, pull_batch["msgs_per_s"], latency_batched["latency_ms_p99"]
+    )
+    summary["peers_frames"] = bench_peers.compare(
+        peers,
+        send_batch_frames["msgs_per_s"],
+        pull_batch_frames["msgs_per_s"],
+        latency_frames["latency_ms_p99"],
     )
     # BatchCQ keeps per-message offsets, consumption and acks, but not a per-message key index: compared apart.
     summary["peers_batch_cq"] = bench_peers.compare(peers, send_batch_cq["msgs_per_s"], pull_batch_cq["msgs_per_s"])
@@ -611,6 +672,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         "latency": latency,
         "latency_pull_batch": latency_batch,
         "latency_send_batch_pull_batch": latency_batched,
+        "send_batch_produce_frames": send_batch_frames,
+        "pull_batch_frames": pull_batch_frames,
+        "latency_send_batch_pull_batch_frames": latency_frames,
     }
 
 

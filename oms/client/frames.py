@@ -19,7 +19,13 @@ import grpc
 
 from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
 from orbitmq.remoting.codes import ResponseCode
-from orbitmq.remoting.grpc_frames import MAX_FRAME_BODY_BYTES, STATUS_FIELD, request_frame, status_code
+from orbitmq.remoting.grpc_frames import (
+    MAX_FRAME_BODY_BYTES,
+    STATUS_FIELD,
+    cancel_frame,
+    request_frame,
+    status_code,
+)
 
 log = logging.getLogger("oms.client.frames")
 
@@ -128,7 +134,12 @@ class FrameConnection:
                 await writer.drain()  # back-pressure only when the socket is behind
             answer = await asyncio.wait_for(waiter, timeout)
         except TimeoutError:
+            self._cancel(opaque)
             raise FrameRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, f"{method}: deadline exceeded") from None
+        except asyncio.CancelledError:
+            # as gRPC cancels the server's handler: a long poll must not go on taking messages for nobody
+            self._cancel(opaque)
+            raise
         except OSError as exc:
             self._lost(f"write failed: {exc!r}")
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: {exc}") from None
@@ -139,6 +150,11 @@ class FrameConnection:
             code = status_code(int(raw)) if raw.isdigit() else grpc.StatusCode.UNKNOWN
             raise FrameRpcError(code, answer.remark or f"{method}: remoting code {answer.code}")
         return answer.body
+
+    def _cancel(self, opaque: int) -> None:
+        writer = self._writer
+        if writer is not None and not self.closed:
+            writer.write(encode(cancel_frame(next(self._opaque), opaque)))
 
     async def close(self) -> None:
         task = self._reader_task

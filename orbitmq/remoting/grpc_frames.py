@@ -19,12 +19,13 @@ import grpc
 from orbitmq.limits import MAX_REMOTING_FRAME_BYTES
 from orbitmq.logging import get_logger
 from orbitmq.remoting.codec import RemotingCommand
-from orbitmq.remoting.codes import ResponseCode, SerializeType
+from orbitmq.remoting.codes import RPC_ONEWAY, ResponseCode, SerializeType
 
 log = get_logger("remoting.frames")
 
 METHOD_FIELD = "rpc"  # "/package.Service/Method", as gRPC names it
 TIMEOUT_FIELD = "timeout"  # the caller's deadline, ms from sending
+CANCEL_FIELD = "cancel"  # on a GRPC_CANCEL frame: the opaque of the call given up
 STATUS_FIELD = "grpc-status"  # on an error answer: the grpc.StatusCode value the gRPC transport would have given
 # Room for the header next to a body near the limit: a frame's body may take this much less than the frame limit.
 MAX_FRAME_BODY_BYTES = MAX_REMOTING_FRAME_BYTES - 64 * 1024
@@ -35,6 +36,7 @@ class OrbitRequestCode(IntEnum):
     """OrbitMQ's own request codes, kept clear of RocketMQ's (which fit below 9000 in the 16-bit binary header)."""
 
     GRPC_UNARY = 9100
+    GRPC_CANCEL = 9101  # oneway: stop the handler of a call the caller gave up on (gRPC's cancellation)
 
 
 def status_code(value: int) -> grpc.StatusCode:
@@ -48,6 +50,16 @@ def request_frame(
     ext.update(metadata)
     return RemotingCommand(
         int(OrbitRequestCode.GRPC_UNARY), opaque, ext_fields=ext, body=body, serialize_type=SerializeType.ROCKETMQ
+    )
+
+
+def cancel_frame(opaque: int, cancelled: int) -> RemotingCommand:
+    return RemotingCommand(
+        int(OrbitRequestCode.GRPC_CANCEL),
+        opaque,
+        RPC_ONEWAY,
+        ext_fields={CANCEL_FIELD: str(cancelled)},
+        serialize_type=SerializeType.ROCKETMQ,
     )
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import struct
 from collections.abc import Awaitable, Callable
 
 from orbitmq.logging import get_logger
 from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
 from orbitmq.remoting.codes import ResponseCode
-from orbitmq.remoting.grpc_frames import OrbitRequestCode
+from orbitmq.remoting.grpc_frames import CANCEL_FIELD, OrbitRequestCode
 
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
@@ -48,7 +49,7 @@ class RemotingServer:
         peer_info = writer.get_extra_info("peername")
         peer = f"{peer_info[0]}:{peer_info[1]}" if peer_info else "?"
         lock = asyncio.Lock()
-        pending: set[asyncio.Task[None]] = set()
+        pending: dict[int, asyncio.Task[None]] = {}  # by opaque: a framed call's cancel names its request
         try:
             while True:
                 try:
@@ -57,9 +58,13 @@ class RemotingServer:
                     return  # the client closed the connection
                 check_length(total)
                 cmd = decode(await reader.readexactly(total))
+                if cmd.code == OrbitRequestCode.GRPC_CANCEL and self.frames is not None:
+                    _cancel(pending, cmd)
+                    continue
                 request = asyncio.create_task(self._answer(cmd, peer, writer, lock))
-                pending.add(request)
-                request.add_done_callback(pending.discard)
+                opaque = cmd.opaque
+                pending[opaque] = request
+                request.add_done_callback(functools.partial(_forget, pending, opaque))
         except FrameError as exc:
             log.warning("malformed remoting frame: connection closed", server=self.name, peer=peer, reason=str(exc))
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
@@ -67,7 +72,7 @@ class RemotingServer:
         except asyncio.CancelledError:
             return  # the server is stopping: close quietly (the finally block closes the socket)
         finally:
-            for request in list(pending):
+            for request in list(pending.values()):
                 request.cancel()
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
@@ -93,3 +98,16 @@ class RemotingServer:
             writer.write(data)
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
+
+
+def _forget(pending: dict[int, asyncio.Task[None]], opaque: int, done: asyncio.Task[None]) -> None:
+    if pending.get(opaque) is done:
+        del pending[opaque]
+
+
+def _cancel(pending: dict[int, asyncio.Task[None]], cmd: RemotingCommand) -> None:
+    """The caller gave up on a framed call (cancelled, timed out): stop its handler, as gRPC cancels a call's."""
+    target = cmd.ext_fields.get(CANCEL_FIELD, "")
+    request = pending.get(int(target)) if target.lstrip("-").isdigit() else None
+    if request is not None:
+        request.cancel()

@@ -23,6 +23,8 @@ from orbitmq.message_batch import BatchEntry, encode_message_batch
 from orbitmq.proto import (
     consume_pb2,
     consume_pb2_grpc,
+    pop_pb2,
+    pop_pb2_grpc,
     produce_pb2,
     produce_pb2_grpc,
     transport_pb2,
@@ -128,6 +130,44 @@ def test_frames_answer_as_grpc_does(shared_broker: BrokerHandle) -> None:
             # the channel is still good after all that
             again = await stub.SendBatch(batch_request("FramesAnswersT", 1, "fb"), metadata=METADATA, timeout=10)
             assert again.status.code == OK
+        finally:
+            await channel.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_call_given_up_stops_its_handler_on_the_broker(shared_broker: BrokerHandle) -> None:
+    """As gRPC cancels the server's handler: a cancelled long-polling receive must not pop a later message for
+    nobody (it would stay invisible for the whole invisible time)."""
+    host, port = frames_addr(shared_broker.addr)
+    topic, group = "FramesCancelT", "FramesCancelG"
+
+    async def scenario() -> None:
+        channel = FrameChannel(host, port)
+        try:
+            produce = produce_pb2_grpc.ProduceStub(channel)
+            pop = pop_pb2_grpc.PopStub(channel)
+            first = batch_request(topic, 1, "c0")
+            first.queue_id = 0
+            assert (await produce.SendBatch(first, metadata=METADATA, timeout=10)).status.code == OK
+
+            def receive(long_polling_ms: int) -> pop_pb2.ReceiveBatchRequest:
+                return pop_pb2.ReceiveBatchRequest(
+                    group=group, topic=topic, queue_id=0, batch_size=8, invisible_ms=60_000,
+                    long_polling_ms=long_polling_ms,
+                )  # fmt: skip
+
+            drained = await pop.ReceiveBatch(receive(0), metadata=METADATA, timeout=10)
+            assert drained.status.code == OK and len(drained.receipt_handles) == 1
+            parked = asyncio.ensure_future(pop.ReceiveBatch(receive(8_000), metadata=METADATA, timeout=20))
+            await asyncio.sleep(0.5)
+            parked.cancel()
+            await asyncio.sleep(0.3)
+            later = batch_request(topic, 1, "c1")
+            later.queue_id = 0
+            assert (await produce.SendBatch(later, metadata=METADATA, timeout=10)).status.code == OK
+            got = await pop.ReceiveBatch(receive(3_000), metadata=METADATA, timeout=10)
+            assert got.status.code == OK and len(got.receipt_handles) == 1  # not taken by the cancelled poll
         finally:
             await channel.close()
 

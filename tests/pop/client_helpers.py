@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+from rocketmq.v5.client.connection.rpc_client import RpcClient
 
 
 def config(addr: str) -> ClientConfiguration:
+    _bind_official_loop()
     return ClientConfiguration(addr, Credentials(), request_timeout=5)
+
+
+def _bind_official_loop() -> None:
+    """The official client opens its Telemetry stream from the caller's thread through grpc.aio, which reads that
+    thread's current event loop: the client's io loop once a channel was created there, none after an asyncio.run()
+    in between (a later client of the same broker then fails: 'There is no current event loop')."""
+    loop = RpcClient.get_channel_io_loop()
+    if loop is not None and threading.current_thread() is threading.main_thread():
+        asyncio.set_event_loop(loop)
 
 
 def produce(

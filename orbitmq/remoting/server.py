@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.logging import get_logger
@@ -15,12 +16,15 @@ from orbitmq.remoting.codes import ResponseCode
 
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
+# (request code, response code or None when the handler raised, oneway, seconds): rocketmq_rpc_latency
+Observer = Callable[[int, int | None, bool, float], None]
 
 
 class RemotingServer:
-    def __init__(self, handler: Handler, name: str) -> None:
+    def __init__(self, handler: Handler, name: str, observer: Observer | None = None) -> None:
         self.handler = handler
         self.name = name
+        self.observer = observer
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -75,6 +79,8 @@ class RemotingServer:
     async def _answer(self, cmd: RemotingCommand, peer: str, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
         if cmd.is_response:
             return  # answers to the server's own requests (none are sent yet)
+        started = time.perf_counter()
+        failed = False
         try:
             response = await self.handler(cmd, peer)
         except FrameError as exc:  # a request missing or mangling a header field: a clear answer, not a close
@@ -82,6 +88,10 @@ class RemotingServer:
         except Exception as exc:  # a bug or a store failure: the client gets SYSTEM_ERROR naming it
             log.exception("remoting request failed", server=self.name, code=cmd.code, error=repr(exc))
             response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            failed = True
+        if self.observer is not None:
+            code = None if failed or response is None else response.code
+            self.observer(cmd.code, code, cmd.is_oneway, time.perf_counter() - started)
         if response is None or cmd.is_oneway:
             return
         data = encode(response)

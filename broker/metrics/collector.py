@@ -111,6 +111,12 @@ class MetricsCollector:
             [(self._l(topic=t), v) for t, v in snap.rollbacks.items()],
         )
         yield Family(
+            c.FINISH_MESSAGE_LATENCY,
+            "histogram",
+            "half message stored to commit (s)",
+            [(self._l(topic=t), h) for t, h in snap.finish_latency.items()],
+        )
+        yield Family(
             c.TOPIC_CREATE_EXECUTION_TIME,
             "histogram",
             "topic creation time (ms)",

@@ -44,6 +44,7 @@ COMMIT_MESSAGES_TOTAL: Final = "rocketmq_commit_messages_total"
 ROLLBACK_MESSAGES_TOTAL: Final = "rocketmq_rollback_messages_total"
 # histograms
 MESSAGE_SIZE: Final = "rocketmq_message_size"
+FINISH_MESSAGE_LATENCY: Final = "rocketmq_finish_message_latency"
 TOPIC_CREATE_EXECUTION_TIME: Final = "rocketmq_topic_create_execution_time"
 CONSUMER_GROUP_CREATE_EXECUTION_TIME: Final = "rocketmq_consumer_group_create_execution_time"
 # gauges (computed when scraped)
@@ -77,4 +78,5 @@ DEFAULT_STORAGE_MEDIUM: Final = "disk"
 
 # histogram buckets, as BrokerMetricsManager registers them
 MESSAGE_SIZE_BUCKETS: Final = (1024.0, 4 * 1024.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
+FINISH_MESSAGE_LATENCY_BUCKETS_S: Final = (5.0, 60.0, 600.0, 3600.0, 12 * 3600.0, 24 * 3600.0)  # commit latency
 CREATE_EXECUTION_TIME_BUCKETS_MS: Final = (10.0, 100.0, 1000.0, 3000.0, 5000.0)  # topic and group creation

@@ -43,6 +43,7 @@ class Snapshot:
     send_to_dlq: dict[tuple[str, str], int]  # (consumer group, topic)
     commits: dict[str, int]  # topic
     rollbacks: dict[str, int]
+    finish_latency: dict[str, Histogram]  # topic
     topic_create: dict[CreateKey, Histogram]
     group_create: dict[CreateKey, Histogram]
 
@@ -69,6 +70,7 @@ class BrokerMetrics:
         self._dlq: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._commits: defaultdict[str, int] = defaultdict(int)
         self._rollbacks: defaultdict[str, int] = defaultdict(int)
+        self._finish: dict[str, Histogram] = {}  # topic
         self._topic_create: dict[CreateKey, Histogram] = {}
         self._group_create: dict[CreateKey, Histogram] = {}
         self.rpc = RpcLatency()  # fed by the gRPC server and the remoting listener
@@ -111,9 +113,16 @@ class BrokerMetrics:
             self._out[key] += count
             self._out_bytes[key] += size
 
-    def on_transaction_end(self, topic: str, commit: bool) -> None:
+    def on_transaction_end(self, topic: str, commit: bool, half_stored_ms: int) -> None:
+        """A transaction ended; a commit also records how long it took since its half message was stored, in
+        seconds as RocketMQ's ``rocketmq_finish_message_latency`` (commits only, as there)."""
         with self._lock:
             (self._commits if commit else self._rollbacks)[topic] += 1
+            if commit:
+                hist = self._finish.get(topic)
+                if hist is None:
+                    hist = self._finish[topic] = Histogram(c.FINISH_MESSAGE_LATENCY_BUCKETS_S)
+                hist.observe(max(0, int(time.time() * 1000) - half_stored_ms) // 1000)
 
     def on_create(self, kind: str, started: float, success: bool, is_system: bool = False) -> None:
         """A topic (``kind`` "topic") or subscription group ("group") created or updated by an admin call that
@@ -140,6 +149,7 @@ class BrokerMetrics:
                 dict(self._dlq),
                 dict(self._commits),
                 dict(self._rollbacks),
+                {k: h.copy() for k, h in self._finish.items()},
                 {k: h.copy() for k, h in self._topic_create.items()},
                 {k: h.copy() for k, h in self._group_create.items()},
             )

@@ -15,6 +15,7 @@ import oms
 from orbitmq.metrics.constants import RPC_LATENCY_BUCKETS_MS
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.oms.helpers import create_topic
 from tests.procs import ROOT, free_port
 from tests.remoting.client import remoting_call
 from tests.scrape import buckets, scrape, value
@@ -100,6 +101,31 @@ def test_prometheus_endpoint_after_known_traffic(broker_factory) -> None:
         assert value(metrics, "rocketmq_consumer_group_create_execution_time_count", **created) == 1
         consumer.shutdown()
         producer.shutdown()
+
+
+@pytest.mark.timeout(90)
+def test_transaction_metrics(broker_factory) -> None:
+    """A commit and a rollback: RocketMQ's counters, the half-message gauge and the commit latency histogram."""
+    port = free_port()
+    broker = broker_factory.broker(options={"metricsExporterType": "PROM", "metricsPromExporterPort": str(port)})
+    create_topic(broker.addr, "MetricsTx", "TRANSACTION")
+    with oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap:
+        producer = ap.create_producer()
+        producer.startup()
+        try:
+            committed = producer.send(oms.BytesMessage(b"commit", "MetricsTx"), executor=lambda m, ctx: "commit")
+            assert committed.transaction_resolution is oms.TransactionResolution.COMMIT
+            rolled = producer.send(oms.BytesMessage(b"rollback", "MetricsTx"), executor=lambda m, ctx: "rollback")
+            assert rolled.transaction_resolution is oms.TransactionResolution.ROLLBACK
+        finally:
+            producer.shutdown()
+    metrics = scrape(port)
+    assert value(metrics, "rocketmq_commit_messages_total", topic="MetricsTx") == 1
+    assert value(metrics, "rocketmq_rollback_messages_total", topic="MetricsTx") == 1
+    assert value(metrics, "rocketmq_finish_message_latency_count", topic="MetricsTx") == 1
+    les = buckets(metrics, "rocketmq_finish_message_latency", topic="MetricsTx")
+    assert list(les) == ["5.0", "60.0", "600.0", "3600.0", "43200.0", "86400.0", "+Inf"]
+    assert les["5.0"] == 1, "committed within seconds"
 
 
 @pytest.mark.timeout(60)

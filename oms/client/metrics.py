@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rocketmq.grpc_protocol import definition_pb2
 
@@ -61,6 +61,9 @@ class ClientMetrics:
         self._await: dict[tuple[str, ...], Histogram] = {}
         self._process: dict[tuple[str, ...], Histogram] = {}
         self.exporter: OtlpExporter | None = None
+        # a push consumer's held messages, topic -> (messages, bytes), read when exported (gauges, as the officials')
+        self._cache: Callable[[], Mapping[str, tuple[int, int]]] | None = None
+        self._cache_group = ""
         self.target: str | None = None  # the collector exported to, from the last settings reply
 
     # -- recording ----------------------------------------------------------------------------------------------
@@ -97,6 +100,10 @@ class ClientMetrics:
                     self._process, (topic, group, c.INVOCATION_FAILURE), c.PROCESS_TIME_BUCKETS_MS, each_ms, failed
                 )
 
+    def watch_cache(self, group: str, cached: Callable[[], Mapping[str, tuple[int, int]]]) -> None:
+        """A push consumer's held messages become ``rocketmq_consumer_cached_messages`` / ``_bytes``."""
+        self._cache_group, self._cache = group, cached
+
     # -- reading ------------------------------------------------------------------------------------------------
 
     def families(self) -> list[Family]:
@@ -112,7 +119,16 @@ class ClientMetrics:
                 ({**self._group_labels(t, g), c.LABEL_INVOCATION_STATUS: s}, h.copy())
                 for (t, g, s), h in self._process.items()
             ]
+        messages: list[tuple[Labels, float | Histogram]] = []
+        held_bytes: list[tuple[Labels, float | Histogram]] = []
+        if self._cache is not None:
+            for topic, (n, size) in self._cache().items():
+                labels = self._group_labels(topic, self._cache_group)
+                messages.append((labels, n))
+                held_bytes.append((labels, size))
         return [
+            Family(c.CONSUMER_CACHED_MESSAGES, "gauge", "messages held, not yet consumed", messages),
+            Family(c.CONSUMER_CACHED_BYTES, "gauge", "body bytes held, not yet consumed", held_bytes),
             Family(c.SEND_COST_TIME, "histogram", "send call cost (ms)", send),
             Family(c.DELIVERY_LATENCY, "histogram", "broker delivery to client receipt (ms)", delivery),
             Family(c.AWAIT_TIME, "histogram", "receipt to listener start (ms)", waited),

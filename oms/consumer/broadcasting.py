@@ -71,6 +71,9 @@ class BroadcastEngine(EngineBase):
     def assignments(self) -> list[MessageQueue]:
         return sorted(p.queue for p in self._pulled.values())
 
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        return [(p.queue.topic, p.pq) for p in list(self._pulled.values())]
+
     async def start(self) -> None:
         loaded = await asyncio.get_running_loop().run_in_executor(self._pool, self.store.load)
         log.info("broadcast consumer %s: %d local offsets from %s", self.calls.group, loaded, self.store.path)

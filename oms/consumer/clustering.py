@@ -134,6 +134,9 @@ class ReceiveEngine(EngineBase):
     def assignments(self) -> list[MessageQueue]:
         return sorted(a.ref.queue for a in self._assigned.values())
 
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        return [(a.ref.queue.topic, a.pq) for a in list(self._assigned.values())]
+
     # -- assignments ----------------------------------------------------------------------------------------------
 
     async def start(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from oms.client.metrics import ClientMetrics
 from oms.consumer.config import ConsumerConfig
 from oms.consumer.listener import ConsumeContext, ListenerAdapter
+from oms.consumer.process_queue import ProcessQueue
 from oms.consumer.selector import MessageSelector
 from oms.message import BytesMessage
 from oms.plugins import Hooks
@@ -76,6 +77,21 @@ class EngineBase:
         self._consuming: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
+
+    # -- what is held -------------------------------------------------------------------------------------------
+
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        """(topic, process queue) of every assignment (each engine keeps them its own way)."""
+        raise NotImplementedError
+
+    def cached(self) -> dict[str, tuple[int, int]]:
+        """Topic -> (messages, body bytes) held and not yet consumed: rocketmq_consumer_cached_messages/_bytes.
+        Read by an exporter thread: a snapshot of ints, no loop state changed."""
+        out: dict[str, tuple[int, int]] = {}
+        for topic, pq in self._process_queues():
+            count, size = out.get(topic, (0, 0))
+            out[topic] = (count + pq.count, size + pq.size)
+        return out
 
     # -- pause / resume -----------------------------------------------------------------------------------------
 

@@ -113,6 +113,9 @@ class OffsetClusteringEngine(EngineBase):
     def assignments(self) -> list[MessageQueue]:
         return sorted(s.queue for s in self._queues.values())
 
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        return [(s.queue.topic, s.pq) for s in list(self._queues.values())]
+
     def _topics(self) -> list[str]:
         subs = self._subscriptions()
         return [*sorted(subs), self.retry_topic] if subs else []

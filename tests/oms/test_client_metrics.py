@@ -85,6 +85,13 @@ def test_client_metrics_recorded_readable_and_exported(broker_factory, monkeypat
                 delivered = cm.histogram(c.DELIVERY_LATENCY, topic=TOPIC, consumer_group=GROUP)
                 assert delivered.n >= 14, "the broker stamps each receive answer with its delivery time"
 
+                def held() -> dict[str, float]:
+                    family = next(f for f in cm.families() if f.name == c.CONSUMER_CACHED_MESSAGES)
+                    assert all(set(labels) == {"topic", "consumer_group", "client_id"} for labels, _ in family.samples)
+                    return {labels["topic"]: float(v) for labels, v in family.samples}
+
+                wait_until(lambda: held().get(TOPIC) == 0, 30, what="nothing held once all is consumed")
+
                 # exported to the collector the broker's settings reply named, under the official meter's name
                 def exported(name: str, **labels: str) -> bool:
                     return any(
@@ -101,6 +108,11 @@ def test_client_metrics_recorded_readable_and_exported(broker_factory, monkeypat
                     lambda: exported(c.PROCESS_TIME, consumer_group=GROUP, invocation_status="failure"),
                     30,
                     what="the consumer's rocketmq_process_time at the collector",
+                )
+                wait_until(
+                    lambda: any(m.gauge.data_points for _, m in collector.metrics(c.CONSUMER_CACHED_MESSAGES)),
+                    30,
+                    what="the consumer's rocketmq_consumer_cached_messages gauge at the collector",
                 )
                 scopes = {scope for scope, _ in collector.metrics(c.SEND_COST_TIME)}
                 assert scopes == {"org.apache.rocketmq.message"}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from orbitmq.proto import namesrv_pb2 as pb
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.namesrv.helpers import client_metadata, internal_stub, namesrv_process, v2_stub
+from tests.namesrv.test_v2_access_point import telemetry_exchange
 from tests.procs import BIN, ROOT, free_port
 from tests.remoting.client import remoting_call
 from tests.scrape import buckets, scrape, value
+from tests.v2.test_settings import producer_settings
 
 pytestmark = pytest.mark.integration
 
@@ -85,3 +88,15 @@ def test_namesrv_metrics_keys_refused_at_start(tmp_path: Path) -> None:
     assert "metricsExporterType" in fails("metricsExporterType=GRAPHITE\n")
     assert "metricsGrpcExporterTarget" in fails("metricsExporterType=OTLP_GRPC\n")
     assert "metricsLabel item 'nocolon'" in fails("metricsExporterType=PROM\nmetricsLabel=a:b,nocolon\n")
+
+
+@pytest.mark.timeout(60)
+def test_namesrv_settings_name_the_collector(tmp_path: Path) -> None:
+    """Clients using the name server as access point learn where to export their own metrics from it too."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("metricsExporterType=OTLP_GRPC\nmetricsGrpcExporterTarget=127.0.0.1:4317\n")
+    with namesrv_process(tmp_path, "-c", str(conf)) as (_, addr):
+        reply = asyncio.run(telemetry_exchange(addr, producer_settings("t1"), "h@1@0@metrics"))
+    assert reply.status.code == d.Code.OK
+    metric = reply.settings.metric
+    assert metric.on and [(a.host, a.port) for a in metric.endpoints.addresses] == [("127.0.0.1", 4317)]

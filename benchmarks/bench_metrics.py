@@ -38,20 +38,31 @@ def _scrape_ms(port: int) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def _paired_cost(sides: dict[str, list[float]]) -> float:
+    """1 - the median of each round's on/off ratio: the two sides of a round ran back to back, so slow drift of the
+    shared machine cancels in the ratio where it does not in a ratio of medians."""
+    return 1 - statistics.median(on / off for off, on in zip(sides["off"], sides["on"], strict=True))
+
+
 def _no_send_metrics(self: ClientMetrics, topic: str, messages: int, seconds: float, ok: bool) -> None:
     """``ClientMetrics.on_send`` with nothing recorded: the "off" side of the client comparison."""
 
 
 def client_send_batch(addr: str, n: int, rounds: int) -> dict[str, list[float]]:
-    """oms ``send_batch`` msgs/s with the client's metrics recorded ("on") and not ("off"), interleaved."""
-    out: dict[str, list[float]] = {"off": [], "on": []}
+    """oms ``send_batch`` msgs/s with the client's metrics recorded ("on") and not ("off"), interleaved; and the
+    client process's CPU µs per message ("cpu_us_on"/"cpu_us_off"), which other jobs on the machine disturb less
+    than wall-clock throughput (the broker runs in its own process)."""
+    out: dict[str, list[float]] = {"off": [], "on": [], "cpu_us_off": [], "cpu_us_on": []}
     recording = ClientMetrics.on_send
     with oms.get_messaging_access_point(f"oms:rocketmq://{addr}/") as ap:
         for r in range(rounds):
             for side in ("off", "on") if r % 2 == 0 else ("on", "off"):
                 ClientMetrics.on_send = recording if side == "on" else _no_send_metrics  # type: ignore[method-assign]
                 try:
-                    out[side].append(bench_oms_send_batch(ap, f"BenchClientMetrics{r}", n, 4)["msgs_per_s"])
+                    cpu = time.process_time()
+                    result = bench_oms_send_batch(ap, f"BenchClientMetrics{r}", n, 4)
+                    out[f"cpu_us_{side}"].append(round((time.process_time() - cpu) / result["messages"] * 1e6, 3))
+                    out[side].append(result["msgs_per_s"])
                 finally:
                     ClientMetrics.on_send = recording  # type: ignore[method-assign]
     return out
@@ -106,6 +117,11 @@ def run(quick: bool = False) -> dict[str, Any]:
             "oms_send_batch_msgs_per_s_client_metrics_off": round(client_off),
             "oms_send_batch_msgs_per_s_client_metrics_on": round(client_on),
             "oms_send_batch_client_metrics_cost": round(client_cost, 4),
+            "send_batch_cost_paired": round(_paired_cost(sends), 4),
+            "pull_batch_cost_paired": round(_paired_cost(pulls), 4),
+            "oms_send_batch_client_metrics_cost_paired": round(_paired_cost(client), 4),
+            "oms_send_batch_client_cpu_us_per_msg_off": statistics.median(client["cpu_us_off"]),
+            "oms_send_batch_client_cpu_us_per_msg_on": statistics.median(client["cpu_us_on"]),
             "goal_cost": COST_GOAL,
             "meets_goal": send_cost <= COST_GOAL and pull_cost <= COST_GOAL and client_cost <= COST_GOAL,
             "rounds": rounds,

@@ -101,6 +101,7 @@ class OtlpExporter:
             endpoint=target, insecure=True, headers=dict(headers) if headers else None, timeout=timeout_ms / 1000
         )
         self.started_ns = time.time_ns()  # the start of every cumulative point
+        self.reachable = True  # the last export went through (a close does not wait on a collector that is away)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"otlp-metrics {target}", daemon=True)
         self._thread.start()
@@ -118,9 +119,11 @@ class OtlpExporter:
             ok = self.exporter.export(data, timeout_millis=self.timeout_ms) is MetricExportResult.SUCCESS
         except Exception as exc:  # a collector away must never take the process with it
             log.info("metrics export failed", target=self.target, error=repr(exc))
-            return False
-        if not ok:
-            log.info("metrics export refused", target=self.target)
+            ok = False
+        else:
+            if not ok:
+                log.info("metrics export refused", target=self.target)
+        self.reachable = ok
         return ok
 
     def _metrics_data(self, families: list[Family]) -> Any:
@@ -176,8 +179,9 @@ class OtlpExporter:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=self.interval_s + self.timeout_ms / 1000 + 1)
-        self.export_once()  # what happened since the last period is not lost
+        self._thread.join(timeout=self.timeout_ms / 1000 + 1)  # an export under way ends within its timeout
+        if self.reachable:
+            self.export_once()  # what happened since the last period is not lost
         self.exporter.shutdown()
 
 

@@ -22,6 +22,7 @@ from tests.procs import BIN, ROOT, free_port
 from tests.remoting.client import remoting_call
 from tests.scrape import buckets, scrape, value
 from tests.v2.test_settings import producer_settings
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -100,3 +101,18 @@ def test_namesrv_settings_name_the_collector(tmp_path: Path) -> None:
     assert reply.status.code == d.Code.OK
     metric = reply.settings.metric
     assert metric.on and [(a.host, a.port) for a in metric.endpoints.addresses] == [("127.0.0.1", 4317)]
+
+
+@pytest.mark.timeout(60)
+def test_namesrv_log_exporter(tmp_path: Path) -> None:
+    """metricsExporterType=LOG: the families go to the name server's log every metricLoggingExporterIntervalInMills."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("metricsExporterType=LOG\nmetricLoggingExporterIntervalInMills=100\n")
+    with namesrv_process(tmp_path, "-c", str(conf)) as (proc, addr):
+        with grpc.insecure_channel(addr) as channel:
+            assert internal_stub(channel).GetAllTopicList(pb.GetAllTopicListRequest(), timeout=10).code == 20000
+        wait_until(
+            lambda: "rocketmq_rpc_latency" in proc.log() and "GetAllTopicList" in proc.log(),
+            20,
+            what="the rpc latency of GetAllTopicList in the log",
+        )

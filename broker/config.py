@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from broker.metrics.constants import DEFAULT_PROM_EXPORTER_PORT, ExporterType
 from broker.pop.config import PopConfig
 from broker.store.config import MessageStoreConfig
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
+from orbitmq.metrics.config import MetricsConfig
 from orbitmq.net import EVERY_INTERFACE
 from orbitmq.tls import TlsConfig
 
@@ -32,7 +32,7 @@ class BrokerRole(StrEnum):
 
 
 @dataclass
-class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
+class BrokerConfig(TlsConfig, MetricsConfig):  # TLS keys: orbitmq/tls.py; metrics keys: orbitmq/metrics/config.py
     brokerClusterName: str = "DefaultCluster"  # cluster this broker registers in
     brokerName: str = "broker-a"  # broker name: a master and its slaves share it
     brokerId: int = 0  # 0 for the master, above 0 for slaves
@@ -88,16 +88,6 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     minInSyncReplicas: int = 1  # SYNC_MASTER: replicas (the master included) in sync for a put to be accepted
     allAckInSyncStateSet: bool = False  # SYNC_MASTER: a put waits for every in-sync slave, not just one
     slaveSyncIntervalMs: int = 10_000  # ms between a slave's copies of the master's topics, groups and offsets
-    # Metrics (docs/metrics.md): RocketMQ 5's names and keys
-    metricsExporterType: ExporterType = ExporterType.DISABLE  # DISABLE, PROM (/metrics), OTLP_GRPC or LOG
-    metricsPromExporterHost: str = ""  # PROM: address of /metrics; empty = the broker's bind address
-    metricsPromExporterPort: int = DEFAULT_PROM_EXPORTER_PORT  # PROM: port of /metrics (0 = a free port)
-    metricsGrpcExporterTarget: str = ""  # OTLP_GRPC: the collector's host:port (required for OTLP_GRPC)
-    metricsGrpcExporterHeader: str = ""  # OTLP_GRPC: key=value,key=value headers sent with each export
-    metricGrpcExporterTimeOutInMills: int = 3_000  # OTLP_GRPC: export timeout (ms)
-    metricGrpcExporterIntervalInMills: int = 60_000  # OTLP_GRPC: ms between exports
-    metricLoggingExporterIntervalInMills: int = 10_000  # LOG: ms between metric log lines
-    metricsLabel: str = ""  # key:value,key:value labels added to every metric (e.g. instance_id:a1)
     # Automatic failover through etcd (docs/ha.md): brokerId is the broker's identity (>= 1), brokerRole its
     # behaviour while master (ASYNC_MASTER or SYNC_MASTER); the controller decides who is master.
     enableControllerMode: bool = False
@@ -138,17 +128,6 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
             raise ConfigError(
                 f"brokerRole {self.brokerRole.value} does not match brokerId {self.brokerId} (0 = master, > 0 = SLAVE)"
             )
-
-    def validate_metrics(self) -> None:
-        if self.metricsExporterType is ExporterType.OTLP_GRPC and not self.metricsGrpcExporterTarget.strip():
-            raise ConfigError(
-                "metricsExporterType=OTLP_GRPC needs metricsGrpcExporterTarget (the collector's host:port)"
-            )
-        if not 0 <= self.metricsPromExporterPort <= 65535:
-            raise ConfigError(f"metricsPromExporterPort must be a port (0-65535), got {self.metricsPromExporterPort}")
-        for item in (part.strip() for part in self.metricsLabel.split(",")):
-            if item and (":" not in item or not item.partition(":")[0].strip()):
-                raise ConfigError(f"metricsLabel item {item!r}: expected key:value")
 
     @property
     def is_slave(self) -> bool:

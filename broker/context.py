@@ -23,6 +23,7 @@ from broker.topic_config_manager import TopicConfigManager
 if TYPE_CHECKING:
     from broker.consumer_filter_manager import ConsumerFilterManager
     from broker.ha.replication import Replication
+    from broker.metrics.recorder import BrokerMetrics
     from broker.plugins import BrokerPlugins
     from broker.registration import BrokerRegistrar
     from broker.stats_manager import BrokerStatsManager
@@ -50,6 +51,7 @@ class BrokerContext:
     transactions: TransactionService | None = None  # half messages; None = refused
     ha: Replication | None = None  # master/slave replication (broker/ha)
     stats: BrokerStatsManager | None = None  # statsAll's per-topic/per-group counts
+    metrics: BrokerMetrics | None = None  # metrics counters; None when metricsExporterType=DISABLE
     # orderly consumers' queue leases, shared by the gRPC (LockQueues) and remoting (LOCK_BATCH_MQ) clients
     queue_locks: QueueLockManager = field(default_factory=QueueLockManager)
 

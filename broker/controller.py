@@ -29,9 +29,8 @@ from broker.grpc.transports import TransportsServicer
 from broker.ha.failover import FailoverAgent, FailoverConfig
 from broker.ha.replication import Replication
 from broker.long_polling import LongPollingService
-from broker.metrics.collector import MetricsCollector, client_metric_endpoints, parse_metrics_label
-from broker.metrics.constants import ExporterType
-from broker.metrics.exporters import Exporter, close_exporter, start_exporter
+from broker.metrics.collector import MetricsCollector
+from broker.metrics.constants import OPEN_TELEMETRY_METER_NAME
 from broker.metrics.recorder import BrokerMetrics
 from broker.plugins import BrokerPlugins
 from broker.pop.service import PopService
@@ -48,6 +47,8 @@ from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.grpc_guard import guarded_server
 from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import get_logger
+from orbitmq.metrics.exporters import Exporter, close_exporter, start_exporter
+from orbitmq.metrics.model import parse_metrics_label
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import consume_pb2_grpc, pop_pb2_grpc, produce_pb2_grpc, transport_pb2_grpc
 from orbitmq.remoting.grpc_frames import GrpcFrameDispatcher
@@ -110,7 +111,7 @@ class BrokerController:
             max_body_size=store_cfg.maxMessageSize,
             fifo=fifo,
             max_delivery_attempts=attempts,
-            metric_endpoints=client_metric_endpoints(cfg),
+            metric_endpoints=cfg.client_metric_endpoints(),
         )
         plugins = BrokerPlugins.create(
             builtin_plugins(cfg, root), load_entry_points=cfg.loadPluginEntryPoints, disabled=cfg.disabled_plugins()
@@ -158,8 +159,8 @@ class BrokerController:
             lambda: ctx.registrar.ha_server_addr if ctx.registrar else "",
         )
         await ctx.ha.start()
-        if cfg.metricsExporterType is not ExporterType.DISABLE:
-            self.recorder = BrokerMetrics()
+        if cfg.metrics_enabled:
+            self.recorder = ctx.metrics = BrokerMetrics()
             store.on_put, store.on_get = self.recorder.on_put, self.recorder.on_get
         if not cfg.is_slave and not cfg.enableControllerMode:
             await self._start_master_services(ctx)  # a slave's delays and transaction checks run on its master
@@ -169,7 +170,7 @@ class BrokerController:
 
         recorder = self.recorder
         server = guarded_server(
-            grpc.aio.server(options=GRPC_OPTIONS), observer=recorder.on_rpc if recorder is not None else None
+            grpc.aio.server(options=GRPC_OPTIONS), observer=recorder.rpc.on_grpc if recorder is not None else None
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
@@ -187,7 +188,7 @@ class BrokerController:
         if recorder is not None:
             pop = self.pop
             collector = MetricsCollector(ctx, recorder, parse_metrics_label(cfg.metricsLabel), pop.inflight_counts)
-            self.metrics = start_exporter(cfg.metricsExporterType, collector, cfg, cfg.bind_host)
+            self.metrics = start_exporter(collector, cfg, cfg.bind_host, OPEN_TELEMETRY_METER_NAME)
         if not cfg.aclEnable and not is_loopback(cfg.bind_host):
             log.warning(
                 "listening beyond this machine with ACL off: anyone who reaches the port may produce, consume and "
@@ -201,7 +202,8 @@ class BrokerController:
         # frames carry no TLS: with TLS on, the plaintext listener opens only on a port the operator chose
         if cfg.remotingListenPort > 0 or (cfg.remotingListenPort == 0 and not tls_on):
             frames = GrpcFrameDispatcher(server.generic_handlers)
-            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker", frames)
+            observer = recorder.rpc.on_remoting if recorder is not None else None
+            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker", observer, frames)
             remoting_port = await self.remoting.start(cfg.bind_host, cfg.remotingListenPort)
             remoting_addr = f"{cfg.brokerIP1}:{remoting_port}"
             if not tls_on:

@@ -120,7 +120,8 @@ class TransactionService:
         self._max_checks = max_checks
         self._pending: dict[int, _Half] = {}
         self._task: asyncio.Task[None] | None = None
-        self.on_end: Callable[[str, bool], None] | None = None  # (topic, committed): metrics
+        # (topic, committed, when the half message was stored in ms): metrics
+        self.on_end: Callable[[str, bool, int], None] | None = None
 
     def pending_by_topic(self) -> dict[str, int]:
         """Half messages waiting for their end, per topic (rocketmq_half_messages)."""
@@ -195,7 +196,7 @@ class TransactionService:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"end transaction store failure: {failed[0].status.value}")
         self._pending.pop(half.commitlog_offset, None)
         if self.on_end is not None:
-            self.on_end(half.topic, commit)
+            self.on_end(half.topic, commit, half.stored_ms)
 
     async def _check_loop(self) -> None:
         while True:

@@ -46,6 +46,7 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
         get_logger("namesrv.cli").warning("config keys OrbitMQ does not know, ignored", keys=", ".join(unknown))
     config.cluster_credentials()  # ACL on without credentials is a configuration error (exit 2)
     config.validate_tls()
+    config.validate_metrics()
     return config
 
 

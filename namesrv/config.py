@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from orbitmq import limits
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError
+from orbitmq.metrics.config import MetricsConfig
 from orbitmq.net import EVERY_INTERFACE
 from orbitmq.tls import TlsConfig
 
@@ -18,7 +19,7 @@ RUNTIME_UPDATABLE_KEYS: frozenset[str] = frozenset({"brokerExpiredSeconds", "aut
 
 
 @dataclass
-class NamesrvConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
+class NamesrvConfig(TlsConfig, MetricsConfig):  # TLS keys: orbitmq/tls.py; metrics keys: orbitmq/metrics/config.py
     listenPort: int = limits.DEFAULT_NAMESRV_PORT  # gRPC port of the name server
     # Bind address: RocketMQ binds every interface; a non-loopback bind with ACL off logs a warning at start.
     host: str = EVERY_INTERFACE

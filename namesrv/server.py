@@ -14,12 +14,15 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 from namesrv.config import NamesrvConfig
 from namesrv.internal_service import NameServerService
 from namesrv.kv_config import KVConfigManager
+from namesrv.metrics import OPEN_TELEMETRY_METER_NAME, NamesrvMetrics
 from namesrv.remoting import NamesrvRemotingHandler
 from namesrv.route_info import RouteInfoManager
 from namesrv.v2_service import NamesrvMessagingService
 from orbitmq import limits, tls
 from orbitmq.grpc_guard import guarded_server
 from orbitmq.logging import get_logger
+from orbitmq.metrics.exporters import Exporter, close_exporter, start_exporter
+from orbitmq.metrics.model import parse_metrics_label
 from orbitmq.net import bind_target, is_loopback
 from orbitmq.proto import namesrv_pb2_grpc as pb_grpc
 from orbitmq.remoting.server import RemotingServer
@@ -49,6 +52,7 @@ class NameServer:
                 long_polling_timeout_s=self.config.longPollingTimeoutSeconds,
                 fifo=self._group_fifo,
                 max_delivery_attempts=self._group_max_attempts,
+                metric_endpoints=self.config.client_metric_endpoints(),  # clients using us as access point
             ),
             client_expired_s=self.config.clientExpiredSeconds,
         )
@@ -56,6 +60,11 @@ class NameServer:
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self.remoting: RemotingServer | None = None  # the 4.x clients' listener (remotingListenPort)
+        # rocketmq_rpc_latency, fed by both listeners; None when metricsExporterType=DISABLE
+        self.metrics: NamesrvMetrics | None = None
+        if self.config.metrics_enabled:
+            self.metrics = NamesrvMetrics(lambda: self.address, parse_metrics_label(self.config.metricsLabel))
+        self.exporter: Exporter | None = None
 
     # the client latches fifo and its retry policy from the first settings reply, often ours (protocol P6)
     def _group_fifo(self, group: str) -> bool:
@@ -72,7 +81,10 @@ class NameServer:
         return f"{host}:{self.port}"
 
     async def start(self) -> int:
-        server = guarded_server(grpc.aio.server(options=GRPC_OPTIONS))
+        metrics = self.metrics
+        server = guarded_server(
+            grpc.aio.server(options=GRPC_OPTIONS), observer=metrics.rpc.on_grpc if metrics is not None else None
+        )
         messaging = NamesrvMessagingService(
             self.routes,
             self.hub,
@@ -99,8 +111,11 @@ class NameServer:
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
         if self.config.remotingListenPort >= 0:
             handler = NamesrvRemotingHandler(self.routes, self.config.autoCreateTopicRouteEnable)
-            self.remoting = RemotingServer(handler, "namesrv")
+            observer = metrics.rpc.on_remoting if metrics is not None else None
+            self.remoting = RemotingServer(handler, "namesrv", observer)
             await self.remoting.start(self.config.host, self.config.remotingListenPort)
+        if metrics is not None:
+            self.exporter = start_exporter(metrics, self.config, self.config.host, OPEN_TELEMETRY_METER_NAME)
         log.info("name server started", host=self.config.host, port=port, tls=self.config.tls_server_enabled)
         if self.credentials is None and not is_loopback(self.config.host):
             log.warning(
@@ -125,6 +140,8 @@ class NameServer:
             await self._server.stop(self.config.shutdownGraceSeconds)
             self._server = None
             log.info("name server stopped", port=self.port)
+        close_exporter(self.exporter)
+        self.exporter = None
 
     async def wait_for_termination(self) -> None:
         if self._server is not None:

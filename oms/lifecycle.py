@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 from rocketmq.grpc_protocol import definition_pb2
 
 from oms.client.core import ClientCore, Runtime
+from oms.client.metrics import ClientMetrics
 from oms.context import ClientContext
 from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
 from oms.keyvalue import KeyValue
@@ -172,6 +173,12 @@ class MessagingClient(ClientLifecycle[ClientCore]):
     @property
     def client_id(self) -> str | None:
         return self._core.client_id if self._core is not None else None
+
+    @property
+    def metrics(self) -> ClientMetrics | None:
+        """This client's own metrics (``rocketmq_send_cost_time``, ``rocketmq_process_time``, ...): ``families()``,
+        or ``histogram(name, **labels)``; None before the first startup."""
+        return self._core.metrics if self._core is not None else None
 
     def add_interceptor(self, interceptor: object) -> Self:
         """Register an object implementing ``oms.hookspecs`` hooks (``oms_before_send``/``oms_after_send`` for a

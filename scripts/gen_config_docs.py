@@ -29,6 +29,7 @@ def _sections() -> list[tuple[str, str, type[Any]]]:
     from broker.pop.config import PopConfig
     from broker.store.config import MessageStoreConfig
     from namesrv.config import NamesrvConfig
+    from orbitmq.metrics.config import MetricsConfig
     from orbitmq.tls import TlsConfig
 
     return [
@@ -36,6 +37,7 @@ def _sections() -> list[tuple[str, str, type[Any]]]:
         ("broker.conf", "Store", MessageStoreConfig),
         ("broker.conf", "Pop (receive/ack)", PopConfig),
         ("broker.conf and namesrv.conf", "TLS", TlsConfig),
+        ("broker.conf and namesrv.conf", "Metrics", MetricsConfig),
         ("namesrv.conf", "Name server", NamesrvConfig),
     ]
 

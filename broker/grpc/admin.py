@@ -43,6 +43,10 @@ def _ok() -> admin_pb2.Status:
     return _status(int(Code.OK), "OK")
 
 
+def _ok_status(response: Any) -> bool:
+    return bool(response.status.code == Code.OK)
+
+
 def _topic_to_pb(tc: TopicConfig) -> admin_pb2.TopicConfig:
     return admin_pb2.TopicConfig(
         topic_name=tc.topic_name,
@@ -129,7 +133,12 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             await self._registered()
             return admin_pb2.TopicResponse(status=_ok(), config=_topic_to_pb(tc))
 
-        return await guarded("CreateOrUpdateTopic", admin_pb2.TopicResponse, run, _status)
+        started = time.perf_counter()
+        response = await guarded("CreateOrUpdateTopic", admin_pb2.TopicResponse, run, _status)
+        if self.ctx.metrics is not None:  # rocketmq_topic_create_execution_time, as RocketMQ's admin processor
+            system = is_system_topic(request.config.topic_name)
+            self.ctx.metrics.on_create("topic", started, _ok_status(response), system)
+        return response
 
     async def DeleteTopic(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:
@@ -198,7 +207,11 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
             self.ctx.groups.create_or_update(g)
             return admin_pb2.GroupResponse(status=_ok(), config=_group_to_pb(g))
 
-        return await guarded("CreateOrUpdateGroup", admin_pb2.GroupResponse, run, _status)
+        started = time.perf_counter()
+        response = await guarded("CreateOrUpdateGroup", admin_pb2.GroupResponse, run, _status)
+        if self.ctx.metrics is not None:  # rocketmq_consumer_group_create_execution_time
+            self.ctx.metrics.on_create("group", started, _ok_status(response))
+        return response
 
     async def DeleteGroup(self, request: Any, context: Any) -> admin_pb2.StatusResponse:
         async def run() -> admin_pb2.StatusResponse:

@@ -8,6 +8,7 @@ stream response.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -116,6 +117,7 @@ class PopServicer(pop_pb2_grpc.PopServicer):
             receipt_handles=_handles(popped),
             delivery_attempts=[p.delivery.flight.attempts for p in popped],
             invisible_ms=popped[0].delivery.flight.invisible_ms,
+            delivery_timestamp_ms=int(time.time() * 1000),
         )
 
 

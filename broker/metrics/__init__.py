@@ -1,2 +1,3 @@
-"""Broker metrics with RocketMQ 5's names, labels and buckets (``BrokerMetricsConstant``), exported for Prometheus,
-OpenTelemetry (OTLP gRPC) or the log: counters on the message paths, gauges computed when scraped."""
+"""Broker metrics with RocketMQ 5's names, labels and buckets (``BrokerMetricsConstant``): counters on the message
+paths, gauges computed when scraped. The exporters (Prometheus, OTLP gRPC, log) and what the name server and the
+clients share are in ``orbitmq.metrics``."""

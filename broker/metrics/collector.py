@@ -6,58 +6,22 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rocketmq.grpc_protocol import definition_pb2
 
 from broker.metrics import constants as c
-from broker.metrics.recorder import BrokerMetrics, Histogram
+from broker.metrics.recorder import BrokerMetrics
+from orbitmq.metrics.model import Family, Labels
 from orbitmq.route import READ_WRITE, PermName
 from orbitmq.topics import RETRY_GROUP_TOPIC_PREFIX, is_system_group, is_system_topic
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
 
-Labels = dict[str, str]
 InflightSource = Callable[[], Mapping[tuple[str, str], int]]  # (group, topic) -> messages received, not acked
-
-
-@dataclass
-class Family:
-    """One metric family, exporter-neutral: name, kind (counter, gauge, histogram), help, samples."""
-
-    name: str
-    kind: str
-    help: str
-    samples: Sequence[tuple[Labels, float | Histogram]] = field(default_factory=list)
-
-
-def parse_metrics_label(text: str) -> Labels:
-    """``metricsLabel``: RocketMQ's ``key:value,key:value`` pairs added to every sample."""
-    labels: Labels = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        key, sep, value = item.partition(":")
-        if not sep or not key.strip():
-            raise ValueError(f"metricsLabel item {item!r}: expected key:value")
-        labels[key.strip()] = value.strip()
-    return labels
-
-
-def client_metric_endpoints(cfg: Any) -> list[tuple[str, int]]:
-    """Where v2 clients export their own metrics: the OTLP collector the broker exports to (``OTLP_GRPC`` only)."""
-    if cfg.metricsExporterType != c.ExporterType.OTLP_GRPC:
-        return []
-    out = []
-    for target in cfg.metricsGrpcExporterTarget.split(","):
-        host, _, port = target.strip().removeprefix("http://").removeprefix("https://").rpartition(":")
-        if host and port.isdigit():
-            out.append((host, int(port)))
-    return out
 
 
 def _bool(flag: bool) -> str:
@@ -147,14 +111,27 @@ class MetricsCollector:
             [(self._l(topic=t), v) for t, v in snap.rollbacks.items()],
         )
         yield Family(
-            c.RPC_LATENCY,
+            c.FINISH_MESSAGE_LATENCY,
             "histogram",
-            "gRPC call latency (ms)",
+            "half message stored to commit (s)",
+            [(self._l(topic=t), h) for t, h in snap.finish_latency.items()],
+        )
+        yield Family(
+            c.TOPIC_CREATE_EXECUTION_TIME,
+            "histogram",
+            "topic creation time (ms)",
             [
-                (self._l(protocol_type=c.PROTOCOL_TYPE_GRPC, request_code=m, response_code=code, result=result), h)
-                for (m, code, result), h in snap.rpc_latency.items()
+                (self._l(invocation_status=status, is_system=_bool(system)), h)
+                for (status, system), h in snap.topic_create.items()
             ],
         )
+        yield Family(
+            c.CONSUMER_GROUP_CREATE_EXECUTION_TIME,
+            "histogram",
+            "subscription group creation time (ms)",
+            [(self._l(invocation_status=status), h) for (status, _), h in snap.group_create.items()],
+        )
+        yield from self.recorder.rpc.families(self._l)
 
     # -- gauges --------------------------------------------------------------------------------------------------
 

@@ -1,19 +1,37 @@
-"""RocketMQ 5's metric names, label names and histogram buckets (BrokerMetricsConstant, DefaultStoreMetricsConstant,
-RemotingMetricsConstant): dashboards and alerts written for RocketMQ read OrbitMQ's unchanged."""
+"""RocketMQ 5's broker metric names, label names and histogram buckets (BrokerMetricsConstant,
+DefaultStoreMetricsConstant): dashboards and alerts written for RocketMQ read OrbitMQ's unchanged. What the name
+server and the clients share with the broker (common labels, ``rocketmq_rpc_latency``, the exporter types) is in
+``orbitmq/metrics/constants.py`` and re-exported here so broker code reads one module."""
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Final
 
+from orbitmq.metrics.constants import (  # noqa: F401  (re-exported)
+    DEFAULT_PROM_EXPORTER_PORT,
+    INVOCATION_FAILURE,
+    INVOCATION_SUCCESS,
+    LABEL_CLUSTER_NAME,
+    LABEL_CONSUMER_GROUP,
+    LABEL_INVOCATION_STATUS,
+    LABEL_NODE_ID,
+    LABEL_NODE_TYPE,
+    LABEL_PROTOCOL_TYPE,
+    LABEL_REQUEST_CODE,
+    LABEL_RESPONSE_CODE,
+    LABEL_RESULT,
+    LABEL_TOPIC,
+    NODE_TYPE_BROKER,
+    PROTOCOL_TYPE_GRPC,
+    PROTOCOL_TYPE_REMOTING,
+    RESULT_FAILED,
+    RESULT_SUCCESS,
+    RPC_LATENCY,
+    RPC_LATENCY_BUCKETS_MS,
+    ExporterType,
+)
 
-class ExporterType(StrEnum):
-    """``metricsExporterType``."""
-
-    DISABLE = "DISABLE"
-    PROM = "PROM"
-    OTLP_GRPC = "OTLP_GRPC"
-    LOG = "LOG"
+OPEN_TELEMETRY_METER_NAME: Final = "broker-meter"
 
 
 # counters
@@ -26,7 +44,9 @@ COMMIT_MESSAGES_TOTAL: Final = "rocketmq_commit_messages_total"
 ROLLBACK_MESSAGES_TOTAL: Final = "rocketmq_rollback_messages_total"
 # histograms
 MESSAGE_SIZE: Final = "rocketmq_message_size"
-RPC_LATENCY: Final = "rocketmq_rpc_latency"
+FINISH_MESSAGE_LATENCY: Final = "rocketmq_finish_message_latency"
+TOPIC_CREATE_EXECUTION_TIME: Final = "rocketmq_topic_create_execution_time"
+CONSUMER_GROUP_CREATE_EXECUTION_TIME: Final = "rocketmq_consumer_group_create_execution_time"
 # gauges (computed when scraped)
 BROKER_PERMISSION: Final = "rocketmq_broker_permission"
 TOPIC_NUMBER: Final = "rocketmq_topic_number"
@@ -45,32 +65,18 @@ STORAGE_DISPATCH_BEHIND_BYTES: Final = "rocketmq_storage_dispatch_behind_bytes"
 STORAGE_MESSAGE_RESERVE_TIME: Final = "rocketmq_storage_message_reserve_time"
 
 # labels
-LABEL_CLUSTER_NAME: Final = "cluster"
-LABEL_NODE_TYPE: Final = "node_type"
-LABEL_NODE_ID: Final = "node_id"
-NODE_TYPE_BROKER: Final = "broker"
-LABEL_TOPIC: Final = "topic"
-LABEL_CONSUMER_GROUP: Final = "consumer_group"
 LABEL_MESSAGE_TYPE: Final = "message_type"
 LABEL_IS_RETRY: Final = "is_retry"
 LABEL_IS_SYSTEM: Final = "is_system"
 LABEL_LANGUAGE: Final = "language"
 LABEL_VERSION: Final = "version"
 LABEL_CONSUME_MODE: Final = "consume_mode"
-LABEL_PROTOCOL_TYPE: Final = "protocol_type"
-LABEL_REQUEST_CODE: Final = "request_code"
-LABEL_RESPONSE_CODE: Final = "response_code"
-LABEL_RESULT: Final = "result"
 LABEL_STORAGE_TYPE: Final = "storage_type"
 LABEL_STORAGE_MEDIUM: Final = "storage_medium"
-PROTOCOL_TYPE_GRPC: Final = "grpc"
-RESULT_SUCCESS: Final = "success"
-RESULT_FAILED: Final = "process_request_failed"
 DEFAULT_STORAGE_TYPE: Final = "local"
 DEFAULT_STORAGE_MEDIUM: Final = "disk"
 
-# histogram buckets, as BrokerMetricsManager / RemotingMetricsManager register them
+# histogram buckets, as BrokerMetricsManager registers them
 MESSAGE_SIZE_BUCKETS: Final = (1024.0, 4 * 1024.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
-RPC_LATENCY_BUCKETS_MS: Final = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
-
-DEFAULT_PROM_EXPORTER_PORT: Final = 5557  # RocketMQ's metricsPromExporterPort
+FINISH_MESSAGE_LATENCY_BUCKETS_S: Final = (5.0, 60.0, 600.0, 3600.0, 12 * 3600.0, 24 * 3600.0)  # commit latency
+CREATE_EXECUTION_TIME_BUCKETS_MS: Final = (10.0, 100.0, 1000.0, 3000.0, 5000.0)  # topic and group creation

@@ -1,17 +1,19 @@
 """The counters the message paths feed: one update per stored batch, read or RPC (never one per message), under a
-lock because the store also puts from its own threads. Exporters read ``snapshot()``."""
+lock because the store also puts from its own threads. Exporters read ``snapshot()`` (and ``rpc``'s families)."""
 
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
+import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from broker.metrics import constants as c
 from orbitmq import message_const as mc
+from orbitmq.metrics.model import Histogram
+from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -23,32 +25,10 @@ from orbitmq.topics import (
 
 InKey = tuple[str, str, bool]  # topic, message type, is system
 OutKey = tuple[str, str, bool, bool]  # topic, consumer group, is retry, is system
-RpcKey = tuple[str, str, str]  # request code (method), response code, result
+CreateKey = tuple[str, bool]  # invocation status, is system (topics; always False for groups)
 
 # where a put lands is not what the message is: these topics hold messages on their way elsewhere
 _INTERNAL_PUT_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
-
-
-@dataclass
-class Histogram:
-    """Cumulative-bucket histogram with fixed upper bounds (Prometheus/OpenTelemetry explicit buckets)."""
-
-    bounds: Sequence[float]
-    counts: list[int] = field(default_factory=list)  # one per bound, plus +Inf
-    total: float = 0.0
-    n: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.counts:
-            self.counts = [0] * (len(self.bounds) + 1)
-
-    def observe(self, value: float, times: int = 1) -> None:
-        self.counts[bisect_left(self.bounds, value)] += times
-        self.total += value * times
-        self.n += times
-
-    def copy(self) -> Histogram:
-        return Histogram(self.bounds, list(self.counts), self.total, self.n)
 
 
 @dataclass
@@ -63,7 +43,9 @@ class Snapshot:
     send_to_dlq: dict[tuple[str, str], int]  # (consumer group, topic)
     commits: dict[str, int]  # topic
     rollbacks: dict[str, int]
-    rpc_latency: dict[RpcKey, Histogram]
+    finish_latency: dict[str, Histogram]  # topic
+    topic_create: dict[CreateKey, Histogram]
+    group_create: dict[CreateKey, Histogram]
 
 
 def message_type_of(properties: dict[str, str]) -> str:
@@ -88,7 +70,10 @@ class BrokerMetrics:
         self._dlq: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._commits: defaultdict[str, int] = defaultdict(int)
         self._rollbacks: defaultdict[str, int] = defaultdict(int)
-        self._rpc: dict[RpcKey, Histogram] = {}
+        self._finish: dict[str, Histogram] = {}  # topic
+        self._topic_create: dict[CreateKey, Histogram] = {}
+        self._group_create: dict[CreateKey, Histogram] = {}
+        self.rpc = RpcLatency()  # fed by the gRPC server and the remoting listener
 
     # -- the message paths ---------------------------------------------------------------------------------------
 
@@ -128,20 +113,28 @@ class BrokerMetrics:
             self._out[key] += count
             self._out_bytes[key] += size
 
-    def on_transaction_end(self, topic: str, commit: bool) -> None:
+    def on_transaction_end(self, topic: str, commit: bool, half_stored_ms: int) -> None:
+        """A transaction ended; a commit also records how long it took since its half message was stored, in
+        seconds as RocketMQ's ``rocketmq_finish_message_latency`` (commits only, as there)."""
         with self._lock:
             (self._commits if commit else self._rollbacks)[topic] += 1
+            if commit:
+                hist = self._finish.get(topic)
+                if hist is None:
+                    hist = self._finish[topic] = Histogram(c.FINISH_MESSAGE_LATENCY_BUCKETS_S)
+                hist.observe(max(0, int(time.time() * 1000) - half_stored_ms) // 1000)
 
-    def on_rpc(self, method: str, response: Any, seconds: float) -> None:
-        """A unary gRPC call answered (``response`` None when it raised); latency in ms, RocketMQ's unit."""
-        status = getattr(response, "status", None)
-        code = str(getattr(status, "code", 0)) if status is not None else ("0" if response is not None else "-1")
-        key = (method.rsplit("/", 1)[-1], code, c.RESULT_SUCCESS if response is not None else c.RESULT_FAILED)
+    def on_create(self, kind: str, started: float, success: bool, is_system: bool = False) -> None:
+        """A topic (``kind`` "topic") or subscription group ("group") created or updated by an admin call that
+        began at ``started`` (``time.perf_counter()``): RocketMQ's ``rocketmq_*_create_execution_time`` (ms)."""
+        ms = (time.perf_counter() - started) * 1000
+        key = (c.INVOCATION_SUCCESS if success else c.INVOCATION_FAILURE, is_system)
+        table = self._topic_create if kind == "topic" else self._group_create
         with self._lock:
-            hist = self._rpc.get(key)
+            hist = table.get(key)
             if hist is None:
-                hist = self._rpc[key] = Histogram(c.RPC_LATENCY_BUCKETS_MS)
-            hist.observe(seconds * 1000)
+                hist = table[key] = Histogram(c.CREATE_EXECUTION_TIME_BUCKETS_MS)
+            hist.observe(ms)
 
     # -- exporters -----------------------------------------------------------------------------------------------
 
@@ -156,5 +149,7 @@ class BrokerMetrics:
                 dict(self._dlq),
                 dict(self._commits),
                 dict(self._rollbacks),
-                {k: h.copy() for k, h in self._rpc.items()},
+                {k: h.copy() for k, h in self._finish.items()},
+                {k: h.copy() for k, h in self._topic_create.items()},
+                {k: h.copy() for k, h in self._group_create.items()},
             )

@@ -18,6 +18,7 @@ from oms.client.endpoints import Endpoint
 from oms.client.headers import Credentials, HeaderBuilder
 from oms.client.identity import new_client_id
 from oms.client.loop import LoopThread
+from oms.client.metrics import ClientMetrics
 from oms.client.routes import ROUTE_REFRESH_S, RouteCache, TopicRoute
 from oms.client.rpc import ChannelPool, Rpc
 from oms.client.telemetry import CommandHandler, TelemetrySession
@@ -55,6 +56,7 @@ class ClientCore:
         self.group = group
         self.timeout_s = timeout_s
         self.client_id = new_client_id()
+        self.metrics = ClientMetrics(self.client_id)  # exported where the brokers' settings say (Settings.metric)
         self.headers = HeaderBuilder(self.client_id, runtime.namespace, runtime.credentials)
         self.rpc = Rpc(runtime.pool, self.headers)
         self.routes = RouteCache(
@@ -118,6 +120,8 @@ class ClientCore:
             await session.close()  # idempotent: a retired session may have closed already
         self._sessions.clear()
         self._retired.clear()
+        if self.metrics.exporter is not None:
+            await asyncio.to_thread(self.metrics.close)
 
     async def _goodbye(self, endpoint: Endpoint) -> None:
         request = service_pb2.NotifyClientTerminationRequest()
@@ -137,7 +141,9 @@ class ClientCore:
         self._known_topics.add(route.topic)
         for endpoint in route.endpoints():
             if endpoint not in self._sessions:
-                session = TelemetrySession(endpoint, self.rpc, self.settings, self._on_command)
+                session = TelemetrySession(
+                    endpoint, self.rpc, self.settings, self._on_command, self._on_server_settings
+                )
                 self._sessions[endpoint] = session
                 session.start()  # its first write carries the current settings, this topic included
             elif new_topic:
@@ -153,6 +159,10 @@ class ClientCore:
             session = self._sessions.pop(endpoint)
             self._retired.add(session)
             self.spawn(session.close(), f"close telemetry {endpoint}")
+
+    def _on_server_settings(self, settings: definition_pb2.Settings) -> None:
+        if not self._closed:
+            self.metrics.apply_settings(settings.metric)
 
     async def _route_loop(self) -> None:
         while True:

@@ -21,6 +21,7 @@ from orbitmq.errors import Code
 log = logging.getLogger("oms.client.telemetry")
 
 CommandHandler = Callable[[Endpoint, service_pb2.TelemetryCommand], None]
+SettingsHandler = Callable[[definition_pb2.Settings], None]
 RECONNECT_MIN_S = 0.5
 RECONNECT_MAX_S = 10.0
 
@@ -29,9 +30,15 @@ class TelemetrySession:
     """Loop-bound."""
 
     def __init__(
-        self, endpoint: Endpoint, rpc: Rpc, settings: Callable[[], definition_pb2.Settings], on_command: CommandHandler
+        self,
+        endpoint: Endpoint,
+        rpc: Rpc,
+        settings: Callable[[], definition_pb2.Settings],
+        on_command: CommandHandler,
+        on_settings: SettingsHandler | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._on_settings = on_settings
         self._rpc = rpc
         self._settings = settings
         self._on_command = on_command
@@ -90,6 +97,8 @@ class TelemetrySession:
             if command.status.code == Code.OK:
                 self.server_settings = command.settings
                 self.settings_received.set()
+                if self._on_settings is not None:
+                    self._on_settings(command.settings)
             else:
                 log.warning("telemetry settings refused by %s: %s", self.endpoint, command.status.message)
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,6 +70,9 @@ class BroadcastEngine(EngineBase):
     @property
     def assignments(self) -> list[MessageQueue]:
         return sorted(p.queue for p in self._pulled.values())
+
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        return [(p.queue.topic, p.pq) for p in list(self._pulled.values())]
 
     async def start(self) -> None:
         loaded = await asyncio.get_running_loop().run_in_executor(self._pool, self.store.load)
@@ -173,6 +177,7 @@ class BroadcastEngine(EngineBase):
                 await asyncio.sleep(ERROR_PAUSE_S)
                 continue
             next_offset = int(response.next_offset)
+            arrived = time.monotonic()
             wanted = [m for m in messages if sub.selector.accepts_tag(m.tags)]
             self.stats.received += len(wanted)
             pq.put(wanted)
@@ -183,12 +188,13 @@ class BroadcastEngine(EngineBase):
             if not wanted:
                 continue
             if self.config.orderly:
-                task = self._spawn(self._consume_in_order(p, wanted), f"consume {p.queue}", self._consuming)
+                task = self._spawn(self._consume_in_order(p, wanted, arrived), f"consume {p.queue}", self._consuming)
                 await asyncio.shield(task)
             else:
                 size = cfg.consume_message_batch_max_size
                 for i in range(0, len(wanted), size):
-                    self._spawn(self._consume_chunk(p, wanted[i : i + size]), f"consume {p.queue}", self._consuming)
+                    chunk = wanted[i : i + size]
+                    self._spawn(self._consume_chunk(p, chunk, arrived), f"consume {p.queue}", self._consuming)
 
     async def _nearest_valid(self, ref: QueueRef, offset: int) -> int:
         policy = definition_pb2.QueryOffsetPolicy
@@ -203,9 +209,9 @@ class BroadcastEngine(EngineBase):
         if offset is not None:
             self.store.update(p.queue, offset)
 
-    async def _consume_chunk(self, p: Pulled, chunk: list[BytesMessage]) -> None:
+    async def _consume_chunk(self, p: Pulled, chunk: list[BytesMessage], arrived: float) -> None:
         try:
-            oks, _ = await self.consume(p.queue.topic, chunk, p.queue, False)
+            oks, _ = await self.consume(p.queue.topic, chunk, p.queue, False, arrived)
             failed = [m for m, ok in zip(chunk, oks, strict=True) if not ok]
             self.stats.consumed_ok += len(chunk) - len(failed)
             self.stats.consumed_failed += len(failed)
@@ -219,14 +225,14 @@ class BroadcastEngine(EngineBase):
         finally:
             self._done(p, chunk)
 
-    async def _consume_in_order(self, p: Pulled, messages: list[BytesMessage]) -> None:
+    async def _consume_in_order(self, p: Pulled, messages: list[BytesMessage], arrived: float) -> None:
         """Orderly broadcasting: one batch at a time; a failure pauses the queue and retries the same message."""
         size = self.config.consume_message_batch_max_size
         i, tries = 0, 0
         try:
             while i < len(messages):
                 chunk = messages[i : i + size]
-                oks, context = await self.consume(p.queue.topic, chunk, p.queue, True)
+                oks, context = await self.consume(p.queue.topic, chunk, p.queue, True, arrived)
                 done = next((n for n, ok in enumerate(oks) if not ok), len(oks))
                 self.stats.consumed_ok += done
                 self._done(p, chunk[:done])

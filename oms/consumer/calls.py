@@ -84,6 +84,7 @@ class Received:
 
     receipts: list[Receipt]
     code: int
+    delivery_ms: int = 0  # when the broker delivered them (v2 ReceiveMessage's delivery_timestamp); 0 = not said
 
 
 def _receipt_from_v2(pb: definition_pb2.Message) -> Receipt:
@@ -189,7 +190,7 @@ class ConsumerCalls:
         if code != Code.OK:
             raise exception_for(code or Code.INTERNAL_ERROR, f"{what}: {response.status.message or code_name(code)}")
         try:
-            return Received(_receipts_from_batch(response), code)
+            return Received(_receipts_from_batch(response), code, response.delivery_timestamp_ms)
         except (RecordFormatError, ValueError) as exc:
             raise exception_for(Code.MESSAGE_CORRUPTED, f"{what}: the records do not decode: {exc}") from exc
 
@@ -220,6 +221,7 @@ class ConsumerCalls:
         )
         status: definition_pb2.Status | None = None
         messages: list[definition_pb2.Message] = []
+        delivery_ms = 0
         try:
             async for response in call:
                 kind = response.WhichOneof("content")
@@ -227,13 +229,16 @@ class ConsumerCalls:
                     status = response.status
                 elif kind == "message":
                     messages.append(response.message)
+                elif kind == "delivery_timestamp":
+                    ts = response.delivery_timestamp
+                    delivery_ms = ts.seconds * 1000 + ts.nanos // 1_000_000
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, what) from None
         code = int(status.code) if status is not None else int(Code.OK if messages else Code.INTERNAL_ERROR)
         if code not in (Code.OK, Code.MESSAGE_NOT_FOUND, Code.MULTIPLE_RESULTS):
             text = status.message if status is not None else "the stream carried no status"
             raise exception_for(code, f"{what}: {text}")
-        return Received([_receipt_from_v2(pb) for pb in messages], code)
+        return Received([_receipt_from_v2(pb) for pb in messages], code, delivery_ms)
 
     async def ack(self, endpoint: Endpoint, topic: str, entries: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
         """Ack ``(message_id, receipt_handle)`` pairs of one topic; returns ``(handle, code)`` failures.

@@ -12,6 +12,7 @@ import collections
 import concurrent.futures
 import logging
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class Delivered:
     message_id: str
     attempt: int  # the broker's delivery_attempt, corrected for releases that were no consumption
     message_group: str
+    arrived: float = 0.0  # time.monotonic() when it reached this client (rocketmq_await_time)
 
 
 @dataclass
@@ -131,6 +133,9 @@ class ReceiveEngine(EngineBase):
     @property
     def assignments(self) -> list[MessageQueue]:
         return sorted(a.ref.queue for a in self._assigned.values())
+
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        return [(a.ref.queue.topic, a.pq) for a in list(self._assigned.values())]
 
     # -- assignments ----------------------------------------------------------------------------------------------
 
@@ -236,7 +241,11 @@ class ReceiveEngine(EngineBase):
             attempt_id = None
             if not got.receipts:
                 continue
-            delivered = [self._delivered(a, r) for r in got.receipts]
+            arrived = time.monotonic()
+            if got.delivery_ms and self.metrics is not None:  # the broker stamped its delivery (v2 ReceiveMessage)
+                latency_ms = time.time() * 1000 - got.delivery_ms
+                self.metrics.on_delivery(a.ref.queue.topic, cfg.group, len(got.receipts), latency_ms)
+            delivered = [self._delivered(a, r, arrived) for r in got.receipts]
             self.stats.received += len(delivered)
             pq.put(d.message for d in delivered)
             if self.fifo:
@@ -248,7 +257,7 @@ class ReceiveEngine(EngineBase):
                     chunk = delivered[i : i + size]
                     self._spawn(self._consume_concurrently(a, chunk), f"consume {a.ref.queue}", self._consuming)
 
-    def _delivered(self, a: Assigned, r: Receipt) -> Delivered:
+    def _delivered(self, a: Assigned, r: Receipt, arrived: float) -> Delivered:
         attempt = r.attempt - self._released.get(r.message_id, 0)
         r.message.sys_headers()[BuiltinKeys.REDELIVERED_NUMBER] = max(0, attempt - 1)
         return Delivered(
@@ -259,13 +268,15 @@ class ReceiveEngine(EngineBase):
             message_id=r.message_id,
             attempt=max(1, attempt),
             message_group=r.message_group,
+            arrived=arrived,
         )
 
     # -- concurrent -----------------------------------------------------------------------------------------------
 
     async def _consume_concurrently(self, a: Assigned, chunk: list[Delivered]) -> None:
         try:
-            oks, context = await self.consume(a.ref.queue.topic, [d.message for d in chunk], a.ref.queue, False)
+            messages = [d.message for d in chunk]
+            oks, context = await self.consume(a.ref.queue.topic, messages, a.ref.queue, False, chunk[0].arrived)
             good = [d for d, ok in zip(chunk, oks, strict=True) if ok]
             bad = [d for d, ok in zip(chunk, oks, strict=True) if not ok]
             self.stats.consumed_ok += len(good)
@@ -391,7 +402,8 @@ class ReceiveEngine(EngineBase):
         i = 0
         while i < len(items):
             chunk = items[i : i + size]
-            oks, context = await self.consume(a.ref.queue.topic, [d.message for d in chunk], a.ref.queue, True)
+            messages = [d.message for d in chunk]
+            oks, context = await self.consume(a.ref.queue.topic, messages, a.ref.queue, True, chunk[0].arrived)
             done = next((n for n, ok in enumerate(oks) if not ok), len(oks))
             self.stats.consumed_ok += done
             await self._ack(chunk[:done])

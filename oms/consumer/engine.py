@@ -9,12 +9,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from oms.client.metrics import ClientMetrics
 from oms.consumer.config import ConsumerConfig
 from oms.consumer.listener import ConsumeContext, ListenerAdapter
+from oms.consumer.process_queue import ProcessQueue
 from oms.consumer.selector import MessageSelector
 from oms.message import BytesMessage
 from oms.plugins import Hooks
@@ -64,6 +67,7 @@ class EngineBase:
         self._pool = pool
         self._hooks = hooks
         self.stats = EngineStats()
+        self.metrics: ClientMetrics | None = None  # the client's own metrics (await and process time)
         self._loop = asyncio.get_running_loop()  # engines are created on the access point's loop
         self._resumed = asyncio.Event()
         self._resumed.set()
@@ -73,6 +77,21 @@ class EngineBase:
         self._consuming: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         self._stopping = False
+
+    # -- what is held -------------------------------------------------------------------------------------------
+
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        """(topic, process queue) of every assignment (each engine keeps them its own way)."""
+        raise NotImplementedError
+
+    def cached(self) -> dict[str, tuple[int, int]]:
+        """Topic -> (messages, body bytes) held and not yet consumed: rocketmq_consumer_cached_messages/_bytes.
+        Read by an exporter thread: a snapshot of ints, no loop state changed."""
+        out: dict[str, tuple[int, int]] = {}
+        for topic, pq in self._process_queues():
+            count, size = out.get(topic, (0, 0))
+            out[topic] = (count + pq.count, size + pq.size)
+        return out
 
     # -- pause / resume -----------------------------------------------------------------------------------------
 
@@ -161,12 +180,18 @@ class EngineBase:
     # -- listeners ----------------------------------------------------------------------------------------------
 
     async def consume(
-        self, topic: str, messages: Sequence[BytesMessage], queue: MessageQueue, stop_on_failure: bool
+        self,
+        topic: str,
+        messages: Sequence[BytesMessage],
+        queue: MessageQueue,
+        stop_on_failure: bool,
+        arrived: float | None = None,
     ) -> tuple[list[bool], ConsumeContext]:
-        """Run the topic's listener on a pool thread; outcomes per message."""
+        """Run the topic's listener on a pool thread; outcomes per message. ``arrived``: ``time.monotonic()`` when
+        the messages reached this client (rocketmq_await_time)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._pool, self._consume_blocking, topic, list(messages), queue, stop_on_failure
+            self._pool, self._consume_blocking, topic, list(messages), queue, stop_on_failure, arrived
         )
 
     def _run_coroutine(self, awaitable: Awaitable[object]) -> object:
@@ -178,7 +203,12 @@ class EngineBase:
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
 
     def _consume_blocking(
-        self, topic: str, messages: list[BytesMessage], queue: MessageQueue, stop_on_failure: bool
+        self,
+        topic: str,
+        messages: list[BytesMessage],
+        queue: MessageQueue,
+        stop_on_failure: bool,
+        arrived: float | None = None,
     ) -> tuple[list[bool], ConsumeContext]:
         sub = self._subscriptions().get(topic)
         if sub is None:  # detached while the messages were on their way: they come again to whoever subscribes
@@ -188,8 +218,13 @@ class EngineBase:
         except Exception:
             log.exception("oms_before_consume hook failed: the messages are consumed again later")
             return [False] * len(messages), ConsumeContext(queue, messages, self.config.suspend_ms)
+        started = time.monotonic()
         oks, context = sub.listener(
             messages, queue, self.config.suspend_ms, self.config.auto_ack, stop_on_failure, self._run_coroutine
         )
+        metrics = self.metrics
+        if metrics is not None:  # one update per listener call
+            waited_ms = (started - arrived) * 1000 if arrived is not None else -1.0
+            metrics.on_consume(topic, self.config.group, waited_ms, time.monotonic() - started, oks)
         self._hooks.after_consume(messages, all(oks))
         return oks, context

@@ -59,6 +59,7 @@ class Pulled:
     commitlog_offset: int
     listener_topic: str  # the subscription it belongs to (a retry message's original topic)
     queue_offset: int  # with the commitlog offset, which message of an inner batch
+    arrived: float = 0.0  # time.monotonic() when it reached this client (rocketmq_await_time)
 
 
 @dataclass
@@ -111,6 +112,9 @@ class OffsetClusteringEngine(EngineBase):
     @property
     def assignments(self) -> list[MessageQueue]:
         return sorted(s.queue for s in self._queues.values())
+
+    def _process_queues(self) -> list[tuple[str, ProcessQueue]]:
+        return [(s.queue.topic, s.pq) for s in list(self._queues.values())]
 
     def _topics(self) -> list[str]:
         subs = self._subscriptions()
@@ -326,6 +330,7 @@ class OffsetClusteringEngine(EngineBase):
 
     def _decode(self, raw: bytes, pulled_topic: str) -> list[Pulled]:
         out: list[Pulled] = []
+        arrived = time.monotonic()
         try:
             for record in iter_records(raw):
                 message = record_to_message(record)
@@ -334,7 +339,7 @@ class OffsetClusteringEngine(EngineBase):
                     # RocketMQ's resetRetryAndNamespace: the listener sees the message's own topic
                     listener_topic = record.properties.get(mc.PROPERTY_RETRY_TOPIC, pulled_topic)
                     message.destination = listener_topic
-                out.append(Pulled(message, record.commitlog_offset, listener_topic, record.queue_offset))
+                out.append(Pulled(message, record.commitlog_offset, listener_topic, record.queue_offset, arrived))
         except RecordFormatError as exc:
             raise OMSRuntimeException(Code.MESSAGE_CORRUPTED, f"PullBatch records do not decode: {exc}") from exc
         return out
@@ -445,7 +450,7 @@ class OffsetClusteringEngine(EngineBase):
     async def _consume_chunk(self, state: QueueState, generation: int, chunk: list[Pulled]) -> None:
         """Concurrent: run the listener; failures go back to the broker (retry topic or DLQ)."""
         messages = [p.message for p in chunk]
-        oks, context = await self.consume(chunk[0].listener_topic, messages, state.queue, False)
+        oks, context = await self.consume(chunk[0].listener_topic, messages, state.queue, False, chunk[0].arrived)
         failed = [p for p, ok in zip(chunk, oks, strict=True) if not ok]
         self.stats.consumed_ok += len(chunk) - len(failed)
         self.stats.consumed_failed += len(failed)
@@ -488,7 +493,8 @@ class OffsetClusteringEngine(EngineBase):
             if self._stopping or state.pq.dropped or generation != state.generation or not self._lease_held(state):
                 break
             chunk = pulled[i : i + size]
-            oks, context = await self.consume(chunk[0].listener_topic, [p.message for p in chunk], state.queue, True)
+            messages = [p.message for p in chunk]
+            oks, context = await self.consume(chunk[0].listener_topic, messages, state.queue, True, chunk[0].arrived)
             done = next((n for n, ok in enumerate(oks) if not ok), len(oks))
             self.stats.consumed_ok += done
             self._done(state, generation, [p.message for p in chunk[:done]])

@@ -208,6 +208,8 @@ class PushConsumer(ConsumerBase):
             await self._ensure_policy(core)
             await self._apply_consume_from(core, list(self._subs))
             engine = ReceiveEngine(*hooks_args, core, self._calls, self._policy)
+        engine.metrics = core.metrics
+        core.metrics.watch_cache(cfg.group, engine.cached)
         if self._pending_pause[0]:
             engine.pause(self._pending_pause[1])
         self._engine = engine

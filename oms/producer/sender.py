@@ -273,6 +273,24 @@ class Sender:
         The caller checked that the producer runs and passes its core: shutdown waits for sends already submitted
         (one-way ones included), so a send that starts after shutdown began still goes out rather than fails.
         """
+        started = time.monotonic()
+        ok = False
+        try:
+            sent = await self._send(core, wires, deadline, pinned, attempts, fast_batch)
+            ok = True
+            return sent
+        finally:  # rocketmq_send_cost_time: one update for the call, whatever its size (each message costs the call)
+            core.metrics.on_send(wires[0].topic, len(wires), time.monotonic() - started, ok)
+
+    async def _send(
+        self,
+        core: ClientCore,
+        wires: Sequence[WireMessage],
+        deadline: float,
+        pinned: RouteQueue | None,
+        attempts: int | None,
+        fast_batch: bool,
+    ) -> tuple[list[SendResult], RouteQueue]:
         attempts = self.attempts if attempts is None else attempts
         topic = wires[0].topic
         route = await core.routes.get(topic)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17orbitmq/proto/pop.proto\x12\x0borbitmq.pop\"\'\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xe0\x01\n\x13ReceiveBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x12\n\nbatch_size\x18\x04 \x01(\x05\x12\x14\n\x0cinvisible_ms\x18\x05 \x01(\x03\x12\x12\n\nauto_renew\x18\x06 \x01(\x08\x12\x17\n\x0flong_polling_ms\x18\x07 \x01(\x03\x12\x13\n\x0b\x66ilter_type\x18\x08 \x01(\t\x12\x19\n\x11\x66ilter_expression\x18\t \x01(\t\x12\x12\n\nattempt_id\x18\n \x01(\t\"\xa5\x01\n\x14ReceiveBatchResponse\x12#\n\x06status\x18\x01 \x01(\x0b\x32\x13.orbitmq.pop.Status\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\x12\x17\n\x0freceipt_handles\x18\x04 \x03(\t\x12\x19\n\x11\x64\x65livery_attempts\x18\x05 \x03(\x05\x12\x14\n\x0cinvisible_ms\x18\x06 \x01(\x03\"H\n\x0f\x41\x63kBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x17\n\x0freceipt_handles\x18\x03 \x03(\t\"@\n\nAckFailure\x12\r\n\x05index\x18\x01 \x01(\x05\x12#\n\x06status\x18\x02 \x01(\x0b\x32\x13.orbitmq.pop.Status\"b\n\x10\x41\x63kBatchResponse\x12#\n\x06status\x18\x01 \x01(\x0b\x32\x13.orbitmq.pop.Status\x12)\n\x08\x66\x61ilures\x18\x02 \x03(\x0b\x32\x17.orbitmq.pop.AckFailure2\xa3\x01\n\x03Pop\x12S\n\x0cReceiveBatch\x12 .orbitmq.pop.ReceiveBatchRequest\x1a!.orbitmq.pop.ReceiveBatchResponse\x12G\n\x08\x41\x63kBatch\x12\x1c.orbitmq.pop.AckBatchRequest\x1a\x1d.orbitmq.pop.AckBatchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17orbitmq/proto/pop.proto\x12\x0borbitmq.pop\"\'\n\x06Status\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xe0\x01\n\x13ReceiveBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x12\n\nbatch_size\x18\x04 \x01(\x05\x12\x14\n\x0cinvisible_ms\x18\x05 \x01(\x03\x12\x12\n\nauto_renew\x18\x06 \x01(\x08\x12\x17\n\x0flong_polling_ms\x18\x07 \x01(\x03\x12\x13\n\x0b\x66ilter_type\x18\x08 \x01(\t\x12\x19\n\x11\x66ilter_expression\x18\t \x01(\t\x12\x12\n\nattempt_id\x18\n \x01(\t\"\xc4\x01\n\x14ReceiveBatchResponse\x12#\n\x06status\x18\x01 \x01(\x0b\x32\x13.orbitmq.pop.Status\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\x12\x17\n\x0freceipt_handles\x18\x04 \x03(\t\x12\x19\n\x11\x64\x65livery_attempts\x18\x05 \x03(\x05\x12\x14\n\x0cinvisible_ms\x18\x06 \x01(\x03\x12\x1d\n\x15\x64\x65livery_timestamp_ms\x18\x07 \x01(\x03\"H\n\x0f\x41\x63kBatchRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x17\n\x0freceipt_handles\x18\x03 \x03(\t\"@\n\nAckFailure\x12\r\n\x05index\x18\x01 \x01(\x05\x12#\n\x06status\x18\x02 \x01(\x0b\x32\x13.orbitmq.pop.Status\"b\n\x10\x41\x63kBatchResponse\x12#\n\x06status\x18\x01 \x01(\x0b\x32\x13.orbitmq.pop.Status\x12)\n\x08\x66\x61ilures\x18\x02 \x03(\x0b\x32\x17.orbitmq.pop.AckFailure2\xa3\x01\n\x03Pop\x12S\n\x0cReceiveBatch\x12 .orbitmq.pop.ReceiveBatchRequest\x1a!.orbitmq.pop.ReceiveBatchResponse\x12G\n\x08\x41\x63kBatch\x12\x1c.orbitmq.pop.AckBatchRequest\x1a\x1d.orbitmq.pop.AckBatchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,13 +36,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RECEIVEBATCHREQUEST']._serialized_start=82
   _globals['_RECEIVEBATCHREQUEST']._serialized_end=306
   _globals['_RECEIVEBATCHRESPONSE']._serialized_start=309
-  _globals['_RECEIVEBATCHRESPONSE']._serialized_end=474
-  _globals['_ACKBATCHREQUEST']._serialized_start=476
-  _globals['_ACKBATCHREQUEST']._serialized_end=548
-  _globals['_ACKFAILURE']._serialized_start=550
-  _globals['_ACKFAILURE']._serialized_end=614
-  _globals['_ACKBATCHRESPONSE']._serialized_start=616
-  _globals['_ACKBATCHRESPONSE']._serialized_end=714
-  _globals['_POP']._serialized_start=717
-  _globals['_POP']._serialized_end=880
+  _globals['_RECEIVEBATCHRESPONSE']._serialized_end=505
+  _globals['_ACKBATCHREQUEST']._serialized_start=507
+  _globals['_ACKBATCHREQUEST']._serialized_end=579
+  _globals['_ACKFAILURE']._serialized_start=581
+  _globals['_ACKFAILURE']._serialized_end=645
+  _globals['_ACKBATCHRESPONSE']._serialized_start=647
+  _globals['_ACKBATCHRESPONSE']._serialized_end=745
+  _globals['_POP']._serialized_start=748
+  _globals['_POP']._serialized_end=911
 # @@protoc_insertion_point(module_scope)

@@ -39,20 +39,22 @@ class ReceiveBatchRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., batch_size: _Optional[int] = ..., invisible_ms: _Optional[int] = ..., auto_renew: _Optional[bool] = ..., long_polling_ms: _Optional[int] = ..., filter_type: _Optional[str] = ..., filter_expression: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
 
 class ReceiveBatchResponse(_message.Message):
-    __slots__ = ("status", "count", "records", "receipt_handles", "delivery_attempts", "invisible_ms")
+    __slots__ = ("status", "count", "records", "receipt_handles", "delivery_attempts", "invisible_ms", "delivery_timestamp_ms")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_HANDLES_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     INVISIBLE_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     status: Status
     count: int
     records: bytes
     receipt_handles: _containers.RepeatedScalarFieldContainer[str]
     delivery_attempts: _containers.RepeatedScalarFieldContainer[int]
     invisible_ms: int
-    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., receipt_handles: _Optional[_Iterable[str]] = ..., delivery_attempts: _Optional[_Iterable[int]] = ..., invisible_ms: _Optional[int] = ...) -> None: ...
+    delivery_timestamp_ms: int
+    def __init__(self, status: _Optional[_Union[Status, _Mapping]] = ..., count: _Optional[int] = ..., records: _Optional[bytes] = ..., receipt_handles: _Optional[_Iterable[str]] = ..., delivery_attempts: _Optional[_Iterable[int]] = ..., invisible_ms: _Optional[int] = ..., delivery_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class AckBatchRequest(_message.Message):
     __slots__ = ("group", "topic", "receipt_handles")

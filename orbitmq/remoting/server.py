@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 import struct
+import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.logging import get_logger
@@ -17,12 +18,17 @@ from orbitmq.remoting.grpc_frames import CANCEL_FIELD, OrbitRequestCode
 
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
+# (request code, response code or None when the handler raised, oneway, seconds): rocketmq_rpc_latency
+Observer = Callable[[int, int | None, bool, float], None]
 
 
 class RemotingServer:
-    def __init__(self, handler: Handler, name: str, frames: Handler | None = None) -> None:
+    def __init__(
+        self, handler: Handler, name: str, observer: Observer | None = None, frames: Handler | None = None
+    ) -> None:
         self.handler = handler
         self.name = name
+        self.observer = observer
         self.frames = frames  # OrbitMQ's framed gRPC calls (OrbitRequestCode.GRPC_UNARY), when served here
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
@@ -84,6 +90,8 @@ class RemotingServer:
             return  # answers to the server's own requests (none are sent yet)
         framed = self.frames is not None and cmd.code == OrbitRequestCode.GRPC_UNARY
         handler = self.frames if framed and self.frames is not None else self.handler
+        started = time.perf_counter()
+        failed = False
         try:
             response = await handler(cmd, peer)
         except FrameError as exc:  # a request missing or mangling a header field: a clear answer, not a close
@@ -91,6 +99,10 @@ class RemotingServer:
         except Exception as exc:  # a bug or a store failure: the client gets SYSTEM_ERROR naming it
             log.exception("remoting request failed", server=self.name, code=cmd.code, error=repr(exc))
             response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            failed = True
+        if self.observer is not None and not framed:  # framed calls are timed by the gRPC handlers they run
+            code = None if failed or response is None else response.code
+            self.observer(cmd.code, code, cmd.is_oneway, time.perf_counter() - started)
         if response is None or cmd.is_oneway:
             return
         data = encode(response)

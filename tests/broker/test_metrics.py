@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 import rocketmq
-from prometheus_client.parser import text_string_to_metric_families
 from rocketmq.v5.client.metrics.client_metrics import ClientMetrics
 
 import oms
+from orbitmq.metrics.constants import RPC_LATENCY_BUCKETS_MS
+from orbitmq.remoting.codec import RemotingCommand
+from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.oms.helpers import create_topic
 from tests.procs import ROOT, free_port
+from tests.remoting.client import remoting_call
+from tests.scrape import buckets, scrape, value
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -22,31 +26,25 @@ pytestmark = pytest.mark.integration
 TOPIC, GROUP = "MetricsT", "GMetrics"
 
 
-def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
-
-
-def value(metrics: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
-    """The one sample of ``name`` whose labels include ``labels`` (AssertionError names what was there)."""
-    hits = [v for got, v in metrics.get(name, []) if labels.items() <= got.items()]
-    assert len(hits) == 1, (name, labels, metrics.get(name))
-    return hits[0]
-
-
 @pytest.mark.timeout(120)
 def test_prometheus_endpoint_after_known_traffic(broker_factory) -> None:
-    port = free_port()
+    port, remoting = free_port(), free_port()
     broker = broker_factory.broker(
-        options={"metricsExporterType": "PROM", "metricsPromExporterPort": str(port), "metricsLabel": "instance_id:m1"}
+        options={
+            "metricsExporterType": "PROM",
+            "metricsPromExporterPort": str(port),
+            "metricsLabel": "instance_id:m1",
+            "remotingListenPort": str(remoting),
+        }
     )
     with oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap, ap.resource_manager() as rm:
         rm.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+        rm.create_group(GROUP)
+        for _ in range(2):  # a 4.x client's question, over remoting
+            answer = remoting_call(
+                remoting, RemotingCommand(RequestCode.GET_MAX_OFFSET, ext_fields={"topic": TOPIC, "queueId": "0"})
+            )
+            assert answer.code == ResponseCode.SUCCESS
         producer = ap.create_producer()
         producer.startup()
         for _ in range(5):
@@ -73,9 +71,9 @@ def test_prometheus_endpoint_after_known_traffic(broker_factory) -> None:
         assert value(metrics, "rocketmq_messages_in_total", **mine) == 10
         assert value(metrics, "rocketmq_throughput_in_total", **mine) > 5 * 100 + 3 * 200
         assert value(metrics, "rocketmq_message_size_count", **mine) >= 1
-        buckets = {labels["le"]: v for labels, v in metrics["rocketmq_message_size_bucket"] if labels["topic"] == TOPIC}
-        assert list(buckets) == ["1024.0", "4096.0", "524288.0", "1048576.0", "2097152.0", "4194304.0", "+Inf"]
-        assert buckets["+Inf"] == value(metrics, "rocketmq_message_size_count", **mine)
+        sizes = buckets(metrics, "rocketmq_message_size", topic=TOPIC)
+        assert list(sizes) == ["1024.0", "4096.0", "524288.0", "1048576.0", "2097152.0", "4194304.0", "+Inf"]
+        assert sizes["+Inf"] == value(metrics, "rocketmq_message_size_count", **mine)
         out = {**base, "topic": TOPIC, "consumer_group": GROUP, "is_retry": "false"}
         assert value(metrics, "rocketmq_messages_out_total", **out) == 8
         assert value(metrics, "rocketmq_throughput_out_total", **out) > 0
@@ -94,8 +92,40 @@ def test_prometheus_endpoint_after_known_traffic(broker_factory) -> None:
         assert value(metrics, "rocketmq_storage_message_reserve_time", **base) >= 0
         sends = value(metrics, "rocketmq_rpc_latency_count", request_code="SendMessage", protocol_type="grpc")
         assert sends >= 5, "every v2 SendMessage call is timed"
+        over_remoting = {"protocol_type": "remoting", "request_code": "get_max_offset", "response_code": "success"}
+        assert value(metrics, "rocketmq_rpc_latency_count", **base, **over_remoting, result="success") == 2
+        created = {**base, "invocation_status": "success"}
+        assert value(metrics, "rocketmq_topic_create_execution_time_count", **created, is_system="false") == 1
+        les = buckets(metrics, "rocketmq_topic_create_execution_time", **created)
+        assert list(les) == ["10.0", "100.0", "1000.0", "3000.0", "5000.0", "+Inf"]
+        assert value(metrics, "rocketmq_consumer_group_create_execution_time_count", **created) == 1
         consumer.shutdown()
         producer.shutdown()
+
+
+@pytest.mark.timeout(90)
+def test_transaction_metrics(broker_factory) -> None:
+    """A commit and a rollback: RocketMQ's counters, the half-message gauge and the commit latency histogram."""
+    port = free_port()
+    broker = broker_factory.broker(options={"metricsExporterType": "PROM", "metricsPromExporterPort": str(port)})
+    create_topic(broker.addr, "MetricsTx", "TRANSACTION")
+    with oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap:
+        producer = ap.create_producer()
+        producer.startup()
+        try:
+            committed = producer.send(oms.BytesMessage(b"commit", "MetricsTx"), executor=lambda m, ctx: "commit")
+            assert committed.transaction_resolution is oms.TransactionResolution.COMMIT
+            rolled = producer.send(oms.BytesMessage(b"rollback", "MetricsTx"), executor=lambda m, ctx: "rollback")
+            assert rolled.transaction_resolution is oms.TransactionResolution.ROLLBACK
+        finally:
+            producer.shutdown()
+    metrics = scrape(port)
+    assert value(metrics, "rocketmq_commit_messages_total", topic="MetricsTx") == 1
+    assert value(metrics, "rocketmq_rollback_messages_total", topic="MetricsTx") == 1
+    assert value(metrics, "rocketmq_finish_message_latency_count", topic="MetricsTx") == 1
+    les = buckets(metrics, "rocketmq_finish_message_latency", topic="MetricsTx")
+    assert list(les) == ["5.0", "60.0", "600.0", "3600.0", "43200.0", "86400.0", "+Inf"]
+    assert les["5.0"] == 1, "committed within seconds"
 
 
 @pytest.mark.timeout(60)
@@ -192,5 +222,19 @@ def test_otlp_grpc_exporter_pushes_to_a_collector(broker_factory, monkeypatch: p
             what="rocketmq_messages_in_total of OtlpT exported",
         )
         assert any(v >= 1 for _, v in points("rocketmq_topic_number"))
+        # histograms go out whole: RocketMQ's buckets, counts per bucket
+        latency = [
+            p
+            for request in list(received)
+            for rm in request.resource_metrics
+            for sm in rm.scope_metrics
+            if sm.scope.name == "broker-meter"
+            for metric in sm.metrics
+            if metric.name == "rocketmq_rpc_latency"
+            for p in metric.histogram.data_points
+        ]
+        assert latency, "rocketmq_rpc_latency exported as a histogram"
+        assert all(list(p.explicit_bounds) == list(RPC_LATENCY_BUCKETS_MS) for p in latency)
+        assert all(sum(p.bucket_counts) == p.count for p in latency)
     finally:
         server.stop(0)

@@ -104,6 +104,7 @@ def test_click_through_every_page(page: Any, stack: Any, tmp_path: Path) -> None
     page.screenshot(path=str(tmp_path / "topic.png"), full_page=True)
     page.goto(dash.url + "/topics")
     assert "DashOrders" in page.inner_text("#topics")
+    page.screenshot(path=str(tmp_path / "topics.png"), full_page=True)
 
     page.click("text=Messages")
     page.fill("#topic", "DashOrders")
@@ -124,10 +125,13 @@ def test_click_through_every_page(page: Any, stack: Any, tmp_path: Path) -> None
     page.click("text=Traffic")
     page.wait_for_function("document.querySelector('#per-topic tbody').innerText.includes('DashOrders')")
     assert page.inner_text("#in-now") != "-"
+    page.screenshot(path=str(tmp_path / "traffic.png"), full_page=True)
     page.click("text=HA")
     assert "ASYNC_MASTER" in page.inner_text("#ha-dash-a")
+    page.screenshot(path=str(tmp_path / "ha.png"), full_page=True)
     page.click("text=ACL")
     assert "aclEnable is off" in page.inner_text("#no-acl")
+    page.screenshot(path=str(tmp_path / "acl.png"), full_page=True)
 
     # a consumer group with a client online (gRPC), its progress and a dead letter resent
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap:

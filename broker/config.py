@@ -41,6 +41,8 @@ class BrokerConfig(TlsConfig):  # TLS keys: orbitmq/tls.py
     # RocketMQ remoting listener for 4.x clients (docs/remoting.md): -1 = off, 0 = a free port; RocketMQ's broker
     # listens on 10911 for it
     remotingListenPort: int = -1
+    # push NOTIFY_CONSUMER_IDS_CHANGED to a group's remoting consumers when its membership changes (RocketMQ's key)
+    notifyConsumerIdsChangedEnable: bool = True
     # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
     bindAddress: str = ""
     brokerIP1: str = "127.0.0.1"  # address advertised in routes and message ids

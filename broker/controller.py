@@ -194,7 +194,10 @@ class BrokerController:
 
         remoting_addr = ""
         if cfg.remotingListenPort >= 0:
-            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker")
+            handler = BrokerRemotingHandler(ctx)
+            self.remoting = RemotingServer(handler, "broker")
+            handler.attach(self.remoting)
+            self._tasks.append(asyncio.create_task(handler.housekeeping(), name="remoting-clients"))
             remoting_port = await self.remoting.start(cfg.bind_host, cfg.remotingListenPort)
             remoting_addr = f"{cfg.brokerIP1}:{remoting_port}"
         if cfg.namesrv_list():
@@ -268,6 +271,7 @@ class BrokerController:
                 cfg.transactionCheckInterval,
                 cfg.transactionCheckMax,
                 may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
+                remote_checkers=ctx.transaction_checkers,
             )
             if self.recorder is not None:
                 ctx.transactions.on_end = self.recorder.on_transaction_end

@@ -28,12 +28,15 @@ class RemotingClients:
         self._clients: dict[str, RemotingClient] = {}
 
     def heartbeat(self, data: dict[str, Any], peer: str, language: str, version: int) -> set[str]:
-        """Record a HEART_BEAT body; returns the consumer groups whose membership changed."""
+        """Record a HEART_BEAT body; returns the consumer groups whose membership or subscriptions changed (those
+        RocketMQ's ConsumerManager notifies)."""
         client_id = str(data.get("clientID") or peer)
         client = self._clients.get(client_id)
         if client is None:
             client = self._clients[client_id] = RemotingClient(client_id, peer, language, version)
+        client.peer = peer  # a reconnected client: the broker's own requests go to its current connection
         before = set(client.groups)
+        before_subs = dict(client.subscriptions)
         client.groups = set()
         client.subscriptions = {}
         for consumer in data.get("consumerDataSet") or []:
@@ -45,17 +48,43 @@ class RemotingClients:
                 client.subscriptions[(group, str(sub.get("topic", "")))] = str(sub.get("subString") or "*")
         client.producer_groups = {str(p.get("groupName", "")) for p in data.get("producerDataSet") or []}
         client.last_seen = self.clock()
-        return before ^ client.groups
+        resubscribed = {g for (g, t) in before_subs.keys() | client.subscriptions.keys()
+                        if before_subs.get((g, t)) != client.subscriptions.get((g, t))}  # fmt: skip
+        return (before ^ client.groups) | (resubscribed & client.groups)
 
     def unregister(self, client_id: str) -> set[str]:
         client = self._clients.pop(client_id, None)
         return set(client.groups) if client else set()
 
-    def _alive(self) -> list[RemotingClient]:
+    def disconnected(self, peer: str) -> set[str]:
+        """The connection of ``peer`` closed: its clients are gone (RocketMQ's channel close event); returns their
+        consumer groups."""
+        gone = [c for c in self._clients.values() if c.peer == peer]
+        for c in gone:
+            del self._clients[c.client_id]
+        return {g for c in gone for g in c.groups}
+
+    def expire(self) -> set[str]:
+        """Drop clients not heard from within ``expire_s``; returns their consumer groups."""
         now = self.clock()
-        for cid in [c.client_id for c in self._clients.values() if now - c.last_seen > self.expire_s]:
-            del self._clients[cid]
-        return list(self._clients.values())
+        gone = [c for c in self._clients.values() if now - c.last_seen > self.expire_s]
+        for c in gone:
+            del self._clients[c.client_id]
+        return {g for c in gone for g in c.groups}
+
+    def _alive(self) -> list[RemotingClient]:
+        # filtered, not dropped: the housekeeping's expire() drops them and notifies their groups
+        now = self.clock()
+        return [c for c in self._clients.values() if now - c.last_seen <= self.expire_s]
+
+    def consumers(self, group: str) -> list[RemotingClient]:
+        return [c for c in self._alive() if group in c.groups]
+
+    def producers(self, group: str) -> list[RemotingClient]:
+        return [c for c in self._alive() if group in c.producer_groups]
+
+    def get(self, client_id: str) -> RemotingClient | None:
+        return self._clients.get(client_id)
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(c.client_id for c in self._alive() if group in c.groups)

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
+from broker.remoting.transaction import RemotingTransactions, is_half
 from broker.retry_service import RetryService
-from broker.store.message import TRANSACTION_PREPARED_TYPE, MessageExtBrokerInner
+from broker.store.message import MessageExtBrokerInner
 from broker.store.results import GetMessageStatus, PutMessageStatus
 from broker.timer_service import to_delay_level
+from broker.transaction_service import to_half
 from orbitmq import message_const as mc
 from orbitmq.delay import client_delay_level, parse_delay_levels
 from orbitmq.errors import Code, MQError
@@ -31,6 +33,7 @@ from orbitmq.validation import validate_body, validate_group, validate_topic
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from orbitmq.remoting.server import RemotingServer
 
 log = get_logger("broker.remoting")
 
@@ -68,12 +71,19 @@ def _peer_tuple(peer: str) -> tuple[str, int]:
     return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
 
 
+HOUSEKEEPING_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService scans every 10 s
+
+
 class BrokerRemotingHandler:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.clients = RemotingClients(ctx.config.clientExpireMs / 1000)
         self.retry = RetryService(ctx)
         self.levels = parse_delay_levels(ctx.config.messageDelayLevel)
+        self.server: RemotingServer | None = None  # set by attach(): the broker's own requests go out through it
+        self._notifications: set[asyncio.Task[None]] = set()
+        self.transactions = RemotingTransactions(ctx, self.clients, self._send_oneway)
+        ctx.transaction_checkers.append(self.transactions.check)
         self._handlers = {
             RequestCode.SEND_MESSAGE: self._send,
             RequestCode.SEND_MESSAGE_V2: self._send,
@@ -91,7 +101,43 @@ class BrokerRemotingHandler:
             RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
             RequestCode.LOCK_BATCH_MQ: self._lock,
             RequestCode.UNLOCK_BATCH_MQ: self._unlock,
+            RequestCode.END_TRANSACTION: self.transactions.end,
         }
+
+    def attach(self, server: RemotingServer) -> None:
+        """The listener this handler answers for: its connections carry check-backs and notifications, and a closed
+        connection takes its clients with it (RocketMQ's channel close event)."""
+        self.server = server
+        server.on_disconnect = self._disconnected
+
+    async def _send_oneway(self, peer: str, request: RemotingCommand) -> bool:
+        return self.server is not None and await self.server.send_oneway(peer, request)
+
+    async def housekeeping(self) -> None:
+        """Expire clients not heard from within clientExpireMs, telling their groups' remaining consumers."""
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            gone = self.clients.expire()
+            if gone:
+                log.info("remoting clients expired", groups=sorted(gone))
+                await self._notify_consumer_ids_changed(gone)
+
+    def _disconnected(self, peer: str) -> None:
+        gone = self.clients.disconnected(peer)
+        if gone:
+            task = asyncio.get_running_loop().create_task(self._notify_consumer_ids_changed(gone))
+            self._notifications.add(task)
+            task.add_done_callback(self._notifications.discard)
+
+    async def _notify_consumer_ids_changed(self, groups: set[str]) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED, oneway, to every remoting consumer of each group (RocketMQ's
+        DefaultConsumerIdsChangeListener): they rebalance now instead of at their next interval."""
+        if not self.ctx.config.notifyConsumerIdsChangedEnable:
+            return
+        for group in sorted(groups):
+            for client in self.clients.consumers(group):
+                request = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group})
+                await self._send_oneway(client.peer, request)
 
     async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
         handler = self._handlers.get(cmd.code)  # type: ignore[call-overload]
@@ -128,11 +174,20 @@ class BrokerRemotingHandler:
         # 4.x clients set the unique id themselves; one is made for those that do not (v2 consumers need one)
         props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
         sys_flag = _int(h, "sysFlag", 0)
-        if props.get(mc.PROPERTY_TRANSACTION_PREPARED) == "true" or sys_flag & TRANSACTION_PREPARED_TYPE:
-            # stored as a plain message it would be consumable before its producer commits: refuse it clearly
-            return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL, "transactional messages are not supported over remoting yet (use v2)"
-            )
+        half = is_half(props, sys_flag)
+        if half:
+            if ctx.transactions is None:
+                # stored as a plain message it would be consumable before its producer commits: refuse it clearly
+                return cmd.response(
+                    ResponseCode.MESSAGE_ILLEGAL, "transactional messages are refused: this broker has no transactions"
+                )
+            if props.get(mc.PROPERTY_DELAY_TIME_LEVEL, "0") != "0":
+                # RocketMQ 4's producer clears it for transactions; a commit is delivered at once
+                return cmd.response(
+                    ResponseCode.MESSAGE_ILLEGAL, "property 'DELAY': a transactional message cannot carry a delay level"
+                )
+            if h.get("producerGroup"):
+                props.setdefault(mc.PROPERTY_PRODUCER_GROUP, h["producerGroup"])  # whom the check-back asks
         inner = MessageExtBrokerInner(
             topic=topic,
             body=cmd.body,
@@ -147,7 +202,9 @@ class BrokerRemotingHandler:
         )
         deliver_ms = 0
         raw_level = props.pop(mc.PROPERTY_DELAY_TIME_LEVEL, None)
-        if raw_level and raw_level != "0":
+        if half:
+            inner = to_half(inner)
+        elif raw_level and raw_level != "0":
             level = client_delay_level(raw_level, len(self.levels))
             if ctx.timer is None:
                 return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, "this broker has no timer for delay levels")
@@ -156,6 +213,8 @@ class BrokerRemotingHandler:
         ar = result.append_result
         if deliver_ms and ar is not None and ctx.timer is not None:
             ctx.timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes, queue_id=inner.queue_id)
+        if half and ar is not None and ctx.transactions is not None and result.ok:
+            ctx.transactions.added(ar.wrote_offset, ar.wrote_bytes, topic, ar.store_timestamp)
         code = _PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if ar is None:
             return cmd.response(code, result.error or result.status.value)
@@ -164,7 +223,9 @@ class BrokerRemotingHandler:
             None if code == ResponseCode.SUCCESS else (result.error or result.status.value),
             msgId=ar.msg_id,
             queueId=qid,
+            # a half message: its offset in the half topic, what END_TRANSACTION's tranStateTableOffset names
             queueOffset=ar.logics_offset,
+            transactionId=props[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] if half else None,
         )
 
     async def _send_batch(
@@ -274,10 +335,13 @@ class BrokerRemotingHandler:
         changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version)
         if changed:
             log.info("remoting consumers changed", groups=sorted(changed), client=data.get("clientID"))
+            await self._notify_consumer_ids_changed(changed)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _unregister(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
-        self.clients.unregister(cmd.field("clientID"))
+        gone = self.clients.unregister(cmd.field("clientID"))
+        if gone:
+            await self._notify_consumer_ids_changed(gone)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _consumer_list(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import struct
 from collections.abc import Awaitable, Callable
 
 from orbitmq.logging import get_logger
 from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
-from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.codes import RPC_ONEWAY, ResponseCode
 
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
+DisconnectListener = Callable[[str], None]  # the peer "host:port" whose connection closed
 
 
 class RemotingServer:
@@ -24,6 +26,10 @@ class RemotingServer:
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        # open connections by peer: the broker's own requests (check-backs, notifications) go out on them
+        self._channels: dict[str, tuple[asyncio.StreamWriter, asyncio.Lock]] = {}
+        self._opaque = itertools.count(1)
+        self.on_disconnect: DisconnectListener | None = None
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -46,6 +52,7 @@ class RemotingServer:
         peer_info = writer.get_extra_info("peername")
         peer = f"{peer_info[0]}:{peer_info[1]}" if peer_info else "?"
         lock = asyncio.Lock()
+        self._channels[peer] = (writer, lock)
         pending: set[asyncio.Task[None]] = set()
         try:
             while True:
@@ -65,16 +72,42 @@ class RemotingServer:
         except asyncio.CancelledError:
             return  # the server is stopping: close quietly (the finally block closes the socket)
         finally:
+            self._channels.pop(peer, None)
             for request in list(pending):
                 request.cancel()
+            if self.on_disconnect is not None:
+                try:
+                    self.on_disconnect(peer)
+                except Exception as exc:  # a listener's bug must not keep the socket open
+                    log.exception("remoting disconnect listener failed", server=self.name, peer=peer, error=repr(exc))
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
             self._connections.discard(task)
 
+    async def send_oneway(self, peer: str, request: RemotingCommand) -> bool:
+        """Send a request of the server's own (RocketMQ's ``invokeOneway``: no answer awaited) on the connection of
+        ``peer``; False when that connection is gone."""
+        channel = self._channels.get(peer)
+        if channel is None:
+            return False
+        writer, lock = channel
+        request.opaque = next(self._opaque)
+        request.flag |= RPC_ONEWAY
+        data = encode(request)
+        async with lock:
+            if writer.is_closing():
+                return False
+            writer.write(data)
+            try:
+                await writer.drain()
+            except ConnectionError:
+                return False
+        return True
+
     async def _answer(self, cmd: RemotingCommand, peer: str, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
         if cmd.is_response:
-            return  # answers to the server's own requests (none are sent yet)
+            return  # answers to the server's own requests (they are all sent oneway)
         try:
             response = await self.handler(cmd, peer)
         except FrameError as exc:  # a request missing or mangling a header field: a clear answer, not a close

@@ -158,12 +158,12 @@ def test_bad_input_gets_an_answer_or_closes_that_connection_only(stack) -> None:
             RemotingCommand(
                 RequestCode.SEND_MESSAGE_V2,
                 opaque=8,
-                ext_fields={"b": "RemotingT", "e": "0", "i": "TRAN_MSG\x01true\x02"},
+                ext_fields={"b": "RemotingT", "e": "0", "i": "TRAN_MSG\x01true\x02DELAY\x013\x02"},
                 body=b"half",
             ),
         )
-        assert half.code == ResponseCode.MESSAGE_ILLEGAL and "transactional" in (half.remark or ""), (
-            "never stored plain"
+        assert half.code == ResponseCode.MESSAGE_ILLEGAL and "'DELAY'" in (half.remark or ""), (
+            "a transactional message with a delay level is refused, never stored"
         )
         for garbage in (b"\xff\xff\xff\xff", struct.pack(">i", 64 * 1024 * 1024), struct.pack(">i", 6) + b"{{{{{{"):
             with socket.create_connection(("127.0.0.1", broker_port), timeout=10) as bad:

@@ -11,6 +11,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.remoting import acl as remoting_acl
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
 from broker.remoting.transaction import RemotingTransactions, is_half
@@ -146,7 +147,9 @@ class BrokerRemotingHandler:
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
         try:
-            response: RemotingCommand = await handler(cmd, peer)
+            if self.ctx.plugins.has_acl:
+                remoting_acl.check(self.ctx.plugins, cmd, peer, self.ctx.broker_name)
+            response: RemotingCommand | None = await handler(cmd, peer)
             return response
         except MQError as exc:  # a refusal: the closest RocketMQ code, the reason in the remark
             fallback = ResponseCode.MESSAGE_ILLEGAL if 40000 <= int(exc.code) < 50000 else ResponseCode.SYSTEM_ERROR

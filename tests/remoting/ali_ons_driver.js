@@ -6,7 +6,10 @@ const { Producer, Consumer, Message } = require('ali-ons');
 const ConsumeFromWhere = require('ali-ons/lib/consumer/consume_from_where');
 
 const [mode, nameSrv, topic, ...rest] = process.argv.slice(2);
-const common = { httpclient: {}, nameSrv, accessKeyId: 'orbitmq', accessKeySecret: 'orbitmq', logger: quietLogger() };
+// ali-ons always signs (RocketMQ 4's AclClientRPCHook layout); an ACL broker checks ALI_ONS_AK / ALI_ONS_SK
+const accessKeyId = process.env.ALI_ONS_AK || 'orbitmq';
+const accessKeySecret = process.env.ALI_ONS_SK || 'orbitmq';
+const common = { httpclient: {}, nameSrv, accessKeyId, accessKeySecret, logger: quietLogger() };
 
 function quietLogger() {
   const nop = () => {};

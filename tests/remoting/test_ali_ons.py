@@ -4,79 +4,32 @@ over the remoting protocol: send, push consume with a tag filter, and messages c
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import oms
 from orbitmq.remoting.codec import RemotingCommand, decode, encode
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
-from tests.procs import ROOT, ServerProcess, free_port
+from tests.conftest import BrokerHandle, NamesrvHandle
+from tests.remoting.stack import find_node, remoting_stack, run_driver
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-DRIVER = Path(__file__).with_name("ali_ons_driver.js")
-NODE_CLIENTS = ROOT / ".cache" / "node-clients"
-
 
 @pytest.fixture(scope="module")
 def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail("node is required for the remoting interop tests (Node 20 is part of the machine)")
-    subprocess.run(["bash", str(ROOT / "scripts" / "install_node_clients.sh")], check=True, timeout=600)
-    return found
+    return find_node()
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvHandle, str, BrokerHandle]]:
-    tmp = tmp_path_factory.mktemp("remoting")
-    factory = BrokerFactory(tmp)
-    try:
-        port, remoting = free_port(), free_port()
-        conf = tmp / "namesrv.conf"
-        conf.write_text(f"remotingListenPort={remoting}\n")
-        args = [sys.executable, "-m", "namesrv.cli", "-p", str(port), "--host", "127.0.0.1", "-c", str(conf)]
-        proc = ServerProcess(args, tmp / "namesrv.log").start()
-        proc.wait_port(port)
-        proc.wait_port(remoting)
-        ns = NamesrvHandle(port, proc)
-        options = {"remotingListenPort": str(free_port()), "messageDelayLevel": " ".join(["100ms"] * 18)}
-        broker = factory.broker(ns, name="remoting-a", options=options)  # short retry delays: retries in seconds
-        with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
-            wait_until(lambda: len(rm.cluster_list()) == 1, 20, what="the broker registered")
-        try:
-            yield ns, f"127.0.0.1:{remoting}", broker
-        finally:
-            proc.stop()
-    finally:
-        factory.stop_all()
-
-
-def run_driver(node: str, *args: str, timeout: float = 90, verbose: bool = False) -> list[dict[str, object]]:
-    done = subprocess.run(
-        [node, str(DRIVER), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={
-            "NODE_PATH": str(NODE_CLIENTS / "node_modules"),
-            "PATH": "/usr/bin:/bin:/usr/local/bin",
-            **({"ALI_ONS_VERBOSE": "1"} if verbose else {}),
-        },
-    )
-    if verbose:
-        print(done.stderr[-6000:], file=sys.stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    # short retry delays: retries in seconds
+    with remoting_stack(tmp_path_factory.mktemp("remoting"), {"messageDelayLevel": " ".join(["100ms"] * 18)}) as st:
+        yield st.ns, st.remoting_ns, st.broker
 
 
 @pytest.mark.timeout(180)

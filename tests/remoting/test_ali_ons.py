@@ -3,10 +3,13 @@ over the remoting protocol: send, push consume with a tag filter, and messages c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import struct
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -27,8 +30,9 @@ def node() -> str:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvHandle, str, BrokerHandle]]:
-    # short retry delays: retries in seconds
-    with remoting_stack(tmp_path_factory.mktemp("remoting"), {"messageDelayLevel": " ".join(["100ms"] * 18)}) as st:
+    # short retry delays (levels 3+): retries in seconds; level 2 is 2 s for the delay-level test
+    levels = " ".join(["100ms", "2s"] + ["100ms"] * 16)
+    with remoting_stack(tmp_path_factory.mktemp("remoting"), {"messageDelayLevel": levels}) as st:
         yield st.ns, st.remoting_ns, st.broker
 
 
@@ -237,3 +241,85 @@ def test_query_by_key_and_view_by_id_over_remoting(stack) -> None:
             RemotingCommand(RequestCode.QUERY_MESSAGE, opaque=3, ext_fields={"topic": "RemotingQueryT", "key": "nope"}),
         )
         assert missing.code == ResponseCode.QUERY_NOT_FOUND and "nope" in (missing.remark or "")
+
+
+def _create_topic(ns: NamesrvHandle, topic: str, queues: int) -> None:
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        rm.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def _max_offset(broker: BrokerHandle, topic: str, queue_id: int) -> int:
+    with socket.create_connection(("127.0.0.1", int(broker.options["remotingListenPort"])), timeout=10) as s:
+        header = {"topic": topic, "queueId": str(queue_id)}
+        answer = _call(s, RemotingCommand(RequestCode.GET_MAX_OFFSET, opaque=1, ext_fields=header))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return int(answer.ext_fields["offset"])
+
+
+@pytest.mark.timeout(120)
+def test_ali_ons_delay_level_holds_messages_back(node: str, stack) -> None:
+    ns, remoting_ns, broker = stack
+    topic = "RemotingDelayT"
+    _create_topic(ns, topic, 1)
+    sent = run_driver(node, "produce-delayed", remoting_ns, topic, "2", "2")  # level 2: 2 s on this broker
+    assert [s["status"] for s in sent] == ["SEND_OK"] * 2, sent
+    assert _max_offset(broker, topic, 0) == 0, "parked in SCHEDULE_TOPIC_XXXX, not yet in the topic"
+    consumed = run_driver(node, "consume", remoting_ns, topic, "GRemotingDelay", "*", "2", "60000")
+    assert sorted(str(c["body"]) for c in consumed) == ["ali-0", "ali-1"]
+    for c in consumed:
+        held_ms = int(str(c["storeTimestamp"])) - int(str(c["bornTimestamp"]))
+        assert held_ms >= 1900, f"stored in {topic} {held_ms} ms after it was sent: level 2 is 2 s"
+        assert c["topic"] == topic
+
+
+@pytest.mark.timeout(120)
+def test_ali_ons_sharding_keys_keep_order_per_queue(node: str, stack) -> None:
+    ns, remoting_ns, _broker = stack
+    topic, queues, per_key = "RemotingOrderT", 4, 5
+    _create_topic(ns, topic, queues)
+    # ali-ons picks queue md5(key)[:4] % queues but treats queue 0 as "no queue" (a falsy id): keys for 1..3 only
+    keys = [k for k in (f"order-{n}" for n in range(40)) if _ali_ons_shard(k, queues) != 0][:3]
+    sent = run_driver(node, "produce-ordered", remoting_ns, topic, ",".join(keys), str(per_key))
+    assert len(sent) == len(keys) * per_key and {s["status"] for s in sent} == {"SEND_OK"}
+    for i, s in enumerate(sent):
+        assert int(str(s["queueId"])) == _ali_ons_shard(keys[i % len(keys)], queues), "one queue per sharding key"
+
+    total = len(keys) * per_key
+    consumed = run_driver(node, "consume", remoting_ns, topic, "GRemotingOrder", "*", str(total), "60000")
+    assert len(consumed) == total
+    indexes = [int(str(c["body"]).split("-")[1]) for c in consumed]
+    for k in range(len(keys)):
+        of_key = [i for i in indexes if i % len(keys) == k]
+        assert of_key == sorted(of_key) and len(of_key) == per_key, f"{keys[k]} consumed in send order: {of_key}"
+
+
+def _ali_ons_shard(key: str, queues: int) -> int:
+    return int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "big") % queues
+
+
+@pytest.mark.timeout(180)
+def test_ali_ons_broadcasting_gives_every_client_every_message(node: str, stack, tmp_path: Path) -> None:
+    ns, remoting_ns, broker = stack
+    topic, group = "RemotingBroadcastT", "GRemotingBroadcast"
+    _create_topic(ns, topic, 2)
+    home = {"HOME": str(tmp_path)}  # ali-ons keeps broadcasting offsets in files under $HOME, per client
+    run_driver(node, "produce", remoting_ns, topic, "4")
+
+    def listen(instance: str, count: int) -> list[str]:
+        rows = run_driver(node, "broadcast", remoting_ns, topic, group, str(count), "60000", instance, env=home)
+        return sorted(str(r["body"]) for r in rows)
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(listen, ["client-a", "client-b"], [4, 4])
+    assert a == b == [f"ali-{i}" for i in range(4)], "each client of a broadcasting group gets every message"
+
+    # offsets are the client's own: client-a resumes where it stopped, and the broker holds none for the group
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.create_producer() as producer:
+        for body in (b"late-0", b"late-1"):
+            producer.send(oms.BytesMessage(body, topic))
+    assert listen("client-a", 2) == ["late-0", "late-1"]
+    with socket.create_connection(("127.0.0.1", int(broker.options["remotingListenPort"])), timeout=10) as s:
+        for qid in (0, 1):
+            header = {"consumerGroup": group, "topic": topic, "queueId": str(qid)}
+            answer = _call(s, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, opaque=qid + 1, ext_fields=header))
+            assert answer.code == ResponseCode.QUERY_NOT_FOUND, "broadcasting offsets never reach the broker"

@@ -194,7 +194,7 @@ class BrokerController:
 
         remoting_addr = ""
         if cfg.remotingListenPort >= 0:
-            handler = BrokerRemotingHandler(ctx)
+            handler = BrokerRemotingHandler(ctx, self.pop)
             self.remoting = RemotingServer(handler, "broker")
             handler.attach(self.remoting)
             self._tasks.append(asyncio.create_task(handler.housekeeping(), name="remoting-clients"))

@@ -59,7 +59,14 @@ def resources(cmd: RemotingCommand, broker_name: str) -> tuple[ResourceAccess, .
         return tuple(_topic(topic, Action.SUB if topic and topic.startswith("%RETRY%") else Action.PUB))
     if code == RequestCode.CONSUMER_SEND_MSG_BACK:
         return tuple(_group(h.get("group")))
-    if code in (RequestCode.PULL_MESSAGE, RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
+    if code in (
+        RequestCode.PULL_MESSAGE,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.POP_MESSAGE,
+        RequestCode.ACK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+    ):
         return tuple(_topic(h.get("topic"), Action.SUB) + _group(h.get("consumerGroup")))
     if code == RequestCode.QUERY_MESSAGE:
         return tuple(_topic(h.get("topic"), Action.SUB))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from broker.remoting import acl as remoting_acl
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
+from broker.remoting.pop import RemotingPop
 from broker.remoting.transaction import RemotingTransactions, is_half
 from broker.retry_service import RetryService
 from broker.store.message import MessageExtBrokerInner
@@ -34,6 +35,7 @@ from orbitmq.validation import validate_body, validate_group, validate_topic
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from broker.pop.service import PopService
     from orbitmq.remoting.server import RemotingServer
 
 log = get_logger("broker.remoting")
@@ -76,7 +78,7 @@ HOUSEKEEPING_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService scans eve
 
 
 class BrokerRemotingHandler:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, pop: PopService | None = None) -> None:
         self.ctx = ctx
         self.clients = RemotingClients(ctx.config.clientExpireMs / 1000)
         self.retry = RetryService(ctx)
@@ -104,6 +106,11 @@ class BrokerRemotingHandler:
             RequestCode.UNLOCK_BATCH_MQ: self._unlock,
             RequestCode.END_TRANSACTION: self.transactions.end,
         }
+        if pop is not None:  # RocketMQ 5's pop consumers, on the pop service v2 receivers use
+            self.pop = RemotingPop(ctx, pop)
+            self._handlers[RequestCode.POP_MESSAGE] = self.pop.pop_message
+            self._handlers[RequestCode.ACK_MESSAGE] = self.pop.ack_message
+            self._handlers[RequestCode.CHANGE_MESSAGE_INVISIBLETIME] = self.pop.change_invisible_time
 
     def attach(self, server: RemotingServer) -> None:
         """The listener this handler answers for: its connections carry check-backs and notifications, and a closed

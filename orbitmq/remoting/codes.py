@@ -33,6 +33,9 @@ class RequestCode(IntEnum):
     GET_BROKER_CLUSTER_INFO = 106
     GET_KV_CONFIG_BY_VALUE = 217
     SEND_MESSAGE_V2 = 310
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
 
 
 class ResponseCode(IntEnum):
@@ -52,6 +55,10 @@ class ResponseCode(IntEnum):
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29
+    NO_MESSAGE = 208  # pop: the message an ack names is not in flight
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
 
 
 class SerializeType(IntEnum):

@@ -98,7 +98,9 @@ class NameServer:
         await self.hub.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
         if self.config.remotingListenPort >= 0:
-            handler = NamesrvRemotingHandler(self.routes, self.config.autoCreateTopicRouteEnable)
+            handler = NamesrvRemotingHandler(
+                self.routes, self.config.autoCreateTopicRouteEnable, writes_allowed=self.credentials is None
+            )
             self.remoting = RemotingServer(handler, "namesrv")
             await self.remoting.start(self.config.host, self.config.remotingListenPort)
         log.info("name server started", host=self.config.host, port=port, tls=self.config.tls_server_enabled)

@@ -22,7 +22,15 @@ UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 V4_9_3 = 399  # MQVersion.Version.V4_9_3.ordinal(): the last version that signed without it
 
 # Requests only an admin account may make (RocketMQ's Permission.needAdminPerm)
-ADMIN_CODES: frozenset[int] = frozenset()
+ADMIN_CODES: frozenset[int] = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.UPDATE_BROKER_CONFIG,
+    }
+)
 
 
 def signed_content(cmd: RemotingCommand) -> bytes:

@@ -18,6 +18,7 @@ class RemotingClient:
     groups: set[str] = field(default_factory=set)  # consumer groups
     producer_groups: set[str] = field(default_factory=set)
     subscriptions: dict[tuple[str, str], str] = field(default_factory=dict)  # (group, topic) -> tag expression
+    consumer_data: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> its HEART_BEAT ConsumerData
     last_seen: float = 0.0
 
 
@@ -39,11 +40,13 @@ class RemotingClients:
         before_subs = dict(client.subscriptions)
         client.groups = set()
         client.subscriptions = {}
+        client.consumer_data = {}
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName", ""))
             if not group:
                 continue
             client.groups.add(group)
+            client.consumer_data[group] = consumer
             for sub in consumer.get("subscriptionDataSet") or []:
                 client.subscriptions[(group, str(sub.get("topic", "")))] = str(sub.get("subString") or "*")
         client.producer_groups = {str(p.get("groupName", "")) for p in data.get("producerDataSet") or []}
@@ -76,6 +79,9 @@ class RemotingClients:
         # filtered, not dropped: the housekeeping's expire() drops them and notifies their groups
         now = self.clock()
         return [c for c in self._clients.values() if now - c.last_seen <= self.expire_s]
+
+    def all(self) -> list[RemotingClient]:
+        return self._alive()
 
     def consumers(self, group: str) -> list[RemotingClient]:
         return [c for c in self._alive() if group in c.groups]

@@ -9,9 +9,11 @@ import json
 import os
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.remoting import acl as remoting_acl
+from broker.remoting.admin import RemotingAdmin
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
 from broker.remoting.pop import RemotingPop
@@ -74,6 +76,7 @@ def _peer_tuple(peer: str) -> tuple[str, int]:
     return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
 
 
+RequestHandler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]
 HOUSEKEEPING_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService scans every 10 s
 
 
@@ -87,7 +90,7 @@ class BrokerRemotingHandler:
         self._notifications: set[asyncio.Task[None]] = set()
         self.transactions = RemotingTransactions(ctx, self.clients, self._send_oneway)
         ctx.transaction_checkers.append(self.transactions.check)
-        self._handlers = {
+        self._handlers: dict[int, RequestHandler] = {
             RequestCode.SEND_MESSAGE: self._send,
             RequestCode.SEND_MESSAGE_V2: self._send,
             RequestCode.PULL_MESSAGE: self._pull,
@@ -106,6 +109,7 @@ class BrokerRemotingHandler:
             RequestCode.UNLOCK_BATCH_MQ: self._unlock,
             RequestCode.END_TRANSACTION: self.transactions.end,
         }
+        self._handlers.update(RemotingAdmin(ctx, self.clients).handlers())  # 4.x mqadmin's requests
         if pop is not None:  # RocketMQ 5's pop consumers, on the pop service v2 receivers use
             self.pop = RemotingPop(ctx, pop)
             self._handlers[RequestCode.POP_MESSAGE] = self.pop.pop_message
@@ -150,7 +154,7 @@ class BrokerRemotingHandler:
                 await self._send_oneway(client.peer, request)
 
     async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
-        handler = self._handlers.get(cmd.code)  # type: ignore[call-overload]
+        handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
         try:

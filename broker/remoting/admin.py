@@ -273,7 +273,9 @@ class RemotingAdmin:
 
     async def consume_stats(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         group = cmd.field("consumerGroup")
-        if self.ctx.groups.get(group) is None:
+        known = self.ctx.groups.get(group) is not None or self.ctx.offsets.topics_of_group(group)
+        if not known and not self.clients.consumers(group):
+            # RocketMQ answers from the offset table: a group with no config, offsets or consumers has no stats
             raise MQError(Code.CONSUMER_GROUP_NOT_FOUND, f"subscription group {group!r} does not exist")
         topic = cmd.ext_fields.get("topic") or ""
         topics = [topic] if topic else sorted(set(self.ctx.offsets.topics_of_group(group)) | self._subscribed(group))

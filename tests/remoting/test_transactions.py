@@ -8,9 +8,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
+from tests.broker.v2client import METADATA, raw_client
 from tests.conftest import BrokerFactory, BrokerHandle
 from tests.procs import free_port
 from tests.remoting.raw import RawClient, first_message, properties
@@ -154,3 +156,23 @@ def test_unresolved_half_is_checked_back_on_the_producers_connection(tx_broker: 
 
         wait_until(committed, 10, what="the checked half committed", interval=0.2)
         assert first_message(found[-1].body)[2] == b"ask-me"
+
+
+@pytest.mark.timeout(60)
+def test_a_remoting_half_is_ended_over_v2(tx_broker: BrokerHandle) -> None:
+    """One transaction service behind both protocols: v2 EndTransaction names a remoting half by its msgId."""
+    topic = "RemotingTxV2T"
+    with RawClient(_port(tx_broker)) as producer, raw_client(tx_broker.addr) as v2:
+        sent = send_half(producer, topic, b"ended-over-v2")
+        request = service_pb2.EndTransactionRequest(
+            topic=definition_pb2.Resource(name=topic),
+            message_id=sent.ext_fields["transactionId"],
+            transaction_id=sent.ext_fields["msgId"],
+            resolution=definition_pb2.COMMIT,
+            source=definition_pb2.SOURCE_CLIENT,
+        )
+        ended = v2.stub.EndTransaction(request, metadata=METADATA, timeout=10)
+        assert ended.status.code == definition_pb2.Code.OK, ended.status.message
+        found = pull(producer, topic)
+        assert found.code == ResponseCode.SUCCESS and first_message(found.body)[2] == b"ended-over-v2"
+        assert end(producer, sent, COMMIT).code == ResponseCode.SYSTEM_ERROR, "already ended over v2"

@@ -225,7 +225,12 @@ class BrokerRemotingHandler:
             if ctx.timer is None:
                 return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, "this broker has no timer for delay levels")
             deliver_ms = to_delay_level(inner, level, self.levels, int(time.time() * 1000))
+        plugins = ctx.plugins
+        if plugins.has_before_store:  # the same message hooks as v2 sends: a plugin may stamp or refuse it
+            plugins.before_store(inner)
         (result,) = await ctx.store.put_messages_aio([inner])
+        if plugins.has_after_store:
+            plugins.after_store(inner, result)
         ar = result.append_result
         if deliver_ms and ar is not None and ctx.timer is not None:
             ctx.timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes, queue_id=inner.queue_id)
@@ -275,7 +280,14 @@ class BrokerRemotingHandler:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE}"
             )
+        plugins = ctx.plugins
+        if plugins.has_before_store:  # a refusal of one message refuses the batch: nothing of it is stored
+            for inner in inners:
+                plugins.before_store(inner)
         results = await ctx.store.put_messages_aio(inners)
+        if plugins.has_after_store:
+            for inner, result in zip(inners, results, strict=True):
+                plugins.after_store(inner, result)
         bad = next((r for r in results if not r.ok), None)
         if bad is not None:
             return cmd.response(_PUT_CODES.get(bad.status, ResponseCode.SYSTEM_ERROR), bad.error or bad.status.value)

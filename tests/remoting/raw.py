@@ -130,3 +130,13 @@ def first_message(body: bytes) -> tuple[int, int, bytes, str, str]:
     (props_len,) = struct.unpack_from(">h", body, pos)
     props = body[pos + 2 : pos + 2 + props_len].decode()
     return queue_offset, sys_flag, msg, topic, props
+
+
+def rocketmq_batch(bodies: list[bytes], properties: str) -> bytes:
+    """RocketMQ 4's MessageDecoder.encodeMessages: total, magic 0, body CRC 0 (none), flag, body, properties."""
+    out = b""
+    props = properties.encode()
+    for body in bodies:
+        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
+        out += struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", len(props)) + props
+    return out

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,15 @@ class Stack:
     @property
     def broker_port(self) -> int:
         return int(self.broker.options["remotingListenPort"])
+
+
+def remoting_broker(factory: BrokerFactory, options: dict[str, str] | None = None, **kwargs: Any) -> BrokerHandle:
+    """A broker with a remoting listener on a free port (``options["remotingListenPort"]``), returned once that
+    listener accepts connections (the broker's start waits for its gRPC port only)."""
+    port = free_port()
+    broker = factory.broker(options={**(options or {}), "remotingListenPort": str(port)}, **kwargs)
+    broker.process.wait_port(port)
+    return broker
 
 
 def find_node() -> str:

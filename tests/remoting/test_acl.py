@@ -13,9 +13,8 @@ import pytest
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import BrokerFactory, BrokerHandle
-from tests.procs import free_port
 from tests.remoting.raw import RawClient, properties, sign
-from tests.remoting.stack import Stack, drive, find_node, remoting_stack, run_driver
+from tests.remoting.stack import Stack, drive, find_node, remoting_broker, remoting_stack, run_driver
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +45,7 @@ def _acl_options(tmp: Path) -> dict[str, str]:
 
 @pytest.fixture
 def acl_broker(broker_factory: BrokerFactory, tmp_path: Path) -> BrokerHandle:
-    return broker_factory.broker(options={**_acl_options(tmp_path), "remotingListenPort": str(free_port())})
+    return remoting_broker(broker_factory, _acl_options(tmp_path))
 
 
 def _send(topic: str, body: bytes = b"hello") -> RemotingCommand:

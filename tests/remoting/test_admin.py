@@ -15,9 +15,8 @@ import pytest
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import BrokerFactory
-from tests.procs import free_port
 from tests.remoting.raw import RawClient, properties, sign
-from tests.remoting.stack import Stack, remoting_stack
+from tests.remoting.stack import Stack, remoting_broker, remoting_stack
 
 pytestmark = pytest.mark.integration
 
@@ -170,9 +169,8 @@ accounts:
 def test_admin_codes_need_an_admin_account(broker_factory: BrokerFactory, tmp_path: Path) -> None:
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL)
-    port = free_port()
-    broker_factory.broker(options={"aclEnable": "true", "aclFile": str(acl_file), "remotingListenPort": str(port)})
-    with RawClient(port) as c:
+    broker = remoting_broker(broker_factory, {"aclEnable": "true", "aclFile": str(acl_file)})
+    with RawClient(int(broker.options["remotingListenPort"])) as c:
         header = {"topic": "AclAdminT", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}
         app = c.call(
             sign(RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=dict(header)), "appAK", "appSecret1")

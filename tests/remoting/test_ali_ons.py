@@ -17,6 +17,7 @@ import oms
 from orbitmq.remoting.codec import RemotingCommand, decode, encode
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import BrokerHandle, NamesrvHandle
+from tests.remoting.raw import rocketmq_batch
 from tests.remoting.stack import find_node, remoting_stack, run_driver
 from tests.waiting import wait_until
 
@@ -165,16 +166,6 @@ def test_ali_ons_failed_consumption_is_retried_then_dead_lettered(node: str, sta
         wait_until(dead_lettered, 30, what="the message in the group's DLQ after its last attempt")
 
 
-def _rocketmq_batch(bodies: list[bytes], properties: str) -> bytes:
-    """RocketMQ 4's MessageDecoder.encodeMessages: total, magic 0, body CRC 0 (none), flag, body, properties."""
-    out = b""
-    props = properties.encode()
-    for body in bodies:
-        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
-        out += struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", len(props)) + props
-    return out
-
-
 @pytest.mark.timeout(60)
 def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
     ns, _remoting_ns, broker = stack
@@ -183,7 +174,7 @@ def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
         rm.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        batch = _rocketmq_batch([b"b0", b"b1", b"b2"], "TAGS\x01TagBatch\x02")
+        batch = rocketmq_batch([b"b0", b"b1", b"b2"], "TAGS\x01TagBatch\x02")
         sent = _call(
             s,
             RemotingCommand(
@@ -192,7 +183,7 @@ def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
         )
         assert sent.code == ResponseCode.SUCCESS, sent.remark
         assert len(sent.ext_fields["msgId"].split(",")) == 3 and sent.ext_fields["queueId"] == "1"
-        delayed = _rocketmq_batch([b"x"], "DELAY\x013\x02")
+        delayed = rocketmq_batch([b"x"], "DELAY\x013\x02")
         refused = _call(
             s,
             RemotingCommand(

@@ -11,8 +11,8 @@ import pytest
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import BrokerFactory
-from tests.procs import free_port
 from tests.remoting.raw import RawClient
+from tests.remoting.stack import remoting_broker
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def _notified(client: RawClient, group: str, timeout: float = 10) -> None:
 @pytest.mark.timeout(90)
 def test_group_members_hear_of_joins_leaves_and_expiry(broker_factory: BrokerFactory) -> None:
     # clients expire after 3 s without a heartbeat (the housekeeping scans every 0.75 s)
-    broker = broker_factory.broker(options={"remotingListenPort": str(free_port()), "clientExpireMs": "3000"})
+    broker = remoting_broker(broker_factory, {"clientExpireMs": "3000"})
     port = int(broker.options["remotingListenPort"])
     subs = {"GNotify": "NotifyT"}
     with RawClient(port) as a, RawClient(port) as b, RawClient(port) as other:
@@ -77,7 +77,7 @@ def test_group_members_hear_of_joins_leaves_and_expiry(broker_factory: BrokerFac
 
 @pytest.mark.timeout(60)
 def test_a_closed_connection_is_a_membership_change(broker_factory: BrokerFactory) -> None:
-    broker = broker_factory.broker(options={"remotingListenPort": str(free_port())})
+    broker = remoting_broker(broker_factory)
     port = int(broker.options["remotingListenPort"])
     subs = {"GClose": "CloseT"}
     with RawClient(port) as a:

@@ -12,8 +12,8 @@ import pytest
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import BrokerFactory, BrokerHandle
-from tests.procs import free_port
 from tests.remoting.raw import RawClient, first_message, properties
+from tests.remoting.stack import remoting_broker
 
 pytestmark = pytest.mark.integration
 
@@ -22,12 +22,7 @@ GROUP, TOPIC = "GRemotingPop", "RemotingPopT"
 
 @pytest.fixture
 def pop_broker(broker_factory: BrokerFactory) -> BrokerHandle:
-    options = {
-        "remotingListenPort": str(free_port()),
-        "minInvisibleTimeMillsForRecv": "100",
-        "defaultTopicQueueNums": "1",
-    }
-    return broker_factory.broker(options=options)
+    return remoting_broker(broker_factory, {"minInvisibleTimeMillsForRecv": "100", "defaultTopicQueueNums": "1"})
 
 
 def _pop(c: RawClient, invisible_ms: int, poll_ms: int = 0, n: int = 32) -> RemotingCommand:

@@ -14,8 +14,8 @@ from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.broker.v2client import METADATA, raw_client
 from tests.conftest import BrokerFactory, BrokerHandle
-from tests.procs import free_port
 from tests.remoting.raw import RawClient, first_message, properties
+from tests.remoting.stack import remoting_broker
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -28,8 +28,7 @@ PREPARED_SYS_FLAG = 4
 @pytest.fixture
 def tx_broker(broker_factory: BrokerFactory) -> BrokerHandle:
     # a half is checked 1 s after it is stored, scans every 300 ms
-    options = {"remotingListenPort": str(free_port()), "transactionTimeOut": "1000", "transactionCheckInterval": "300"}
-    return broker_factory.broker(options=options)
+    return remoting_broker(broker_factory, {"transactionTimeOut": "1000", "transactionCheckInterval": "300"})
 
 
 def _port(broker: BrokerHandle) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 
 from broker.hookspecs import AccessRequest, Action, RemotingCredentials, ResourceAccess, ResourceKind
 from broker.plugins import BrokerPlugins
+from orbitmq.errors import MQError
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode
 from orbitmq.topics import retry_topic
@@ -92,18 +93,42 @@ def resources(cmd: RemotingCommand, broker_name: str) -> tuple[ResourceAccess, .
     return ()
 
 
-def check(plugins: BrokerPlugins, cmd: RemotingCommand, peer: str, broker_name: str) -> None:
-    """Raise UNAUTHORIZED / FORBIDDEN (``MQError``) when the caller may not make this request."""
+def credentials(cmd: RemotingCommand) -> RemotingCredentials:
     h = cmd.ext_fields
-    creds = RemotingCredentials(
+    return RemotingCredentials(
         access_key=h.get(ACCESS_KEY, ""),
         signature=h.get(SIGNATURE, ""),
         security_token=h.get(SECURITY_TOKEN, ""),
         signed_content=signed_content(cmd),
     )
-    host = peer.rpartition(":")[0] or peer
+
+
+def host_of(peer: str) -> str:
+    return peer.rpartition(":")[0] or peer
+
+
+def check(plugins: BrokerPlugins, cmd: RemotingCommand, peer: str, broker_name: str) -> None:
+    """Raise UNAUTHORIZED / FORBIDDEN (``MQError``) when the caller may not make this request."""
     name = RequestCode(cmd.code).name if cmd.code in RequestCode._value2member_map_ else str(cmd.code)
-    plugins.check_access(AccessRequest(name, {}, host, resources(cmd, broker_name), remoting=creds))
+    plugins.check_access(AccessRequest(name, {}, host_of(peer), resources(cmd, broker_name), remoting=credentials(cmd)))
+
+
+def may_publish(plugins: BrokerPlugins, creds: RemotingCredentials | None, peer: str, topic: str) -> bool:
+    """Whether the client whose signed HEART_BEAT carried ``creds`` may publish to ``topic`` (a transaction
+    check-back hands it a message of that topic, as v2's check is guarded). Its heartbeat's own signed content
+    authenticates it again; the ACL plugin then authorizes PUB."""
+    if not plugins.has_acl:
+        return True
+    if creds is None:
+        return False
+    request = AccessRequest(
+        "CHECK_TRANSACTION_STATE", {}, host_of(peer), (ResourceAccess(ResourceKind.TOPIC, topic, Action.PUB),), creds
+    )
+    try:
+        plugins.check_access(request)
+    except MQError:
+        return False
+    return True
 
 
 def _json(body: bytes) -> dict[str, Any]:

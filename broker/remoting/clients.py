@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.hookspecs import RemotingCredentials
+
 
 @dataclass
 class RemotingClient:
@@ -19,6 +21,7 @@ class RemotingClient:
     producer_groups: set[str] = field(default_factory=set)
     subscriptions: dict[tuple[str, str], str] = field(default_factory=dict)  # (group, topic) -> tag expression
     consumer_data: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> its HEART_BEAT ConsumerData
+    credentials: RemotingCredentials | None = None  # with ACL on: the last HEART_BEAT's (who the client is)
     last_seen: float = 0.0
 
 
@@ -28,7 +31,14 @@ class RemotingClients:
         self.clock = clock
         self._clients: dict[str, RemotingClient] = {}
 
-    def heartbeat(self, data: dict[str, Any], peer: str, language: str, version: int) -> set[str]:
+    def heartbeat(
+        self,
+        data: dict[str, Any],
+        peer: str,
+        language: str,
+        version: int,
+        credentials: RemotingCredentials | None = None,
+    ) -> set[str]:
         """Record a HEART_BEAT body; returns the consumer groups whose membership or subscriptions changed (those
         RocketMQ's ConsumerManager notifies)."""
         client_id = str(data.get("clientID") or peer)
@@ -36,6 +46,7 @@ class RemotingClients:
         if client is None:
             client = self._clients[client_id] = RemotingClient(client_id, peer, language, version)
         client.peer = peer  # a reconnected client: the broker's own requests go to its current connection
+        client.credentials = credentials
         before = set(client.groups)
         before_subs = dict(client.subscriptions)
         client.groups = set()

@@ -360,7 +360,8 @@ class BrokerRemotingHandler:
             # 4.x consumers pull their group's retry topic from the start, as RocketMQ's heartbeat creates it
             if ctx.topics.get(retry_topic(group)) is None:
                 ctx.topics.create_internal(retry_topic(group), max(1, gc.retry_queue_nums), READ_WRITE)
-        changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version)
+        creds = remoting_acl.credentials(cmd) if ctx.plugins.has_acl else None  # checked in __call__ already
+        changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version, creds)
         if changed:
             log.info("remoting consumers changed", groups=sorted(changed), client=data.get("clientID"))
             await self._notify_consumer_ids_changed(changed)

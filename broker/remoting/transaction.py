@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from broker.remoting import acl as remoting_acl
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import encode_message
 from broker.store.message import (
@@ -90,7 +91,14 @@ class RemotingTransactions:
         group = parked.properties.get(mc.PROPERTY_PRODUCER_GROUP, "")
         if not group:
             return False  # RocketMQ asks the group's channel: a half without its group has nobody to ask
-        producers = self.clients.producers(group)
+        real_topic = parked.properties.get(mc.PROPERTY_REAL_TOPIC, parked.topic)
+        plugins = self.ctx.plugins
+        # only clients that may publish to the topic see its message, as v2's check-back is guarded
+        producers = [
+            c
+            for c in self.clients.producers(group)
+            if remoting_acl.may_publish(plugins, c.credentials, c.peer, real_topic)
+        ]
         if not producers:
             return False
         unique_id = parked.properties.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
@@ -109,7 +117,7 @@ class RemotingTransactions:
         # the producer sees the message as it sent it: its real topic and queue
         real = dataclasses.replace(
             parked,
-            topic=parked.properties.get(mc.PROPERTY_REAL_TOPIC, parked.topic),
+            topic=real_topic,
             queue_id=int(parked.properties.get(mc.PROPERTY_REAL_QUEUE_ID, "0") or 0),
         )
         request.body = encode_message(real)

@@ -5,6 +5,7 @@ ali-ons (which signs every request) produces and consumes with its account and i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +132,46 @@ def test_ali_ons_signs_and_is_checked(node: str, acl_stack: Stack) -> None:
     denied = drive(node, "produce", acl_stack.remoting_ns, "AclOtherT", "1", env=app)
     assert denied.returncode != 0, denied.stderr[-2000:]
     assert "no PUB permission on topic 'AclOtherT'" in acl_stack.broker.log()
+
+
+TX_ACL = """
+globalWhiteRemoteAddresses: []
+accounts:
+  - accessKey: appAK
+    secretKey: appSecret1
+    defaultTopicPerm: DENY
+    topicPerms:
+      - AclTxT=PUB
+  - accessKey: strangerAK
+    secretKey: strangerSecret1
+    defaultTopicPerm: DENY
+    topicPerms:
+      - OtherT=PUB
+"""
+
+
+@pytest.mark.timeout(60)
+def test_transaction_checks_go_only_to_producers_allowed_to_publish(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """A check-back carries the message: a client of the producer group whose account may not publish to the topic
+    is never asked (v2's check-back is guarded the same way)."""
+    acl_file = tmp_path / "tx_acl.yml"
+    acl_file.write_text(TX_ACL)
+    options = {"aclEnable": "true", "aclFile": str(acl_file), "transactionTimeOut": "500",
+               "transactionCheckInterval": "200"}  # fmt: skip
+    port = int(remoting_broker(broker_factory, options).options["remotingListenPort"])
+    group = "PG_ACL_TX"
+    with RawClient(port) as app, RawClient(port) as stranger:
+        for client, ak, sk in ((app, "appAK", "appSecret1"), (stranger, "strangerAK", "strangerSecret1")):
+            body = json.dumps({"clientID": ak, "producerDataSet": [{"groupName": group}]}).encode()
+            assert client.call(sign(RemotingCommand(RequestCode.HEART_BEAT, body=body), ak, sk)).code == 0
+        header = {"a": group, "b": "AclTxT", "e": "0", "f": "4",
+                  "i": properties(TRAN_MSG="true", PGROUP=group, UNIQ_KEY="ACLTX1")}  # fmt: skip
+        sent = app.call(
+            sign(RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header, body=b"x"), "appAK", "appSecret1")
+        )
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        checks = [app.next_request(RequestCode.CHECK_TRANSACTION_STATE, timeout=10) for _ in range(2)]
+        assert all(c is not None for c in checks), "the allowed producer is asked, again and again"
+        assert stranger.next_request(RequestCode.CHECK_TRANSACTION_STATE, timeout=0.3) is None

@@ -19,7 +19,7 @@ from broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.config import ConfigError, apply_runtime_updates, config_strings
 from orbitmq.errors import Code, MQError
 from orbitmq.logging import get_logger
-from orbitmq.remoting.codec import FrameError, RemotingCommand
+from orbitmq.remoting.codec import OUR_VERSION, FrameError, RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from orbitmq.route import TopicConfig, TopicMessageType
 from orbitmq.topics import is_system_topic
@@ -232,7 +232,9 @@ class RemotingAdmin:
     async def runtime_info(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         ctx, store = self.ctx, self.ctx.store
         table = {
-            "brokerVersion": str(cmd.version),
+            "brokerVersion": str(OUR_VERSION),
+            "brokerVersionDesc": f"OrbitMQ (remoting version {OUR_VERSION})",
+            "brokerActive": str(not ctx.config.is_slave).lower(),
             "brokerName": ctx.broker_name,
             "brokerId": str(ctx.config.brokerId),
             "clusterName": ctx.config.brokerClusterName,
@@ -307,7 +309,9 @@ class RemotingAdmin:
     async def consumer_connections(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         group = cmd.field("consumerGroup")
         members = self.clients.consumers(group)
-        if not members:
+        # the group's v2 consumers too (Telemetry clients), as GET_CONSUMER_LIST_BY_GROUP lists them
+        v2 = [c for c in self.ctx.telemetry.clients(group=group) if not c.is_producer]
+        if not members and not v2:
             return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group {group!r} is not online")
         data = members[0].consumer_data.get(group, {})
         subscriptions: dict[str, Any] = {}
@@ -318,6 +322,15 @@ class RemotingAdmin:
             "connectionSet": [
                 {"clientAddr": c.peer, "clientId": c.client_id, "language": c.language, "version": c.version}
                 for c in members
+            ]
+            + [
+                {
+                    "clientAddr": c.meta.peer if c.meta else "",
+                    "clientId": c.client_id,
+                    "language": (c.meta.language if c.meta else "") or "OTHER",
+                    "version": 0,
+                }
+                for c in v2
             ],
             "consumeFromWhere": data.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
             "consumeType": data.get("consumeType", "CONSUME_PASSIVELY"),

@@ -139,9 +139,14 @@ class BrokerRemotingHandler:
     def _disconnected(self, peer: str) -> None:
         gone = self.clients.disconnected(peer)
         if gone:
-            task = asyncio.get_running_loop().create_task(self._notify_consumer_ids_changed(gone))
-            self._notifications.add(task)
-            task.add_done_callback(self._notifications.discard)
+            self._notify_later(gone)
+
+    def _notify_later(self, groups: set[str]) -> None:
+        """Notify in the background: the request that changed the group is answered without waiting on the
+        other members' connections."""
+        task = asyncio.get_running_loop().create_task(self._notify_consumer_ids_changed(groups))
+        self._notifications.add(task)
+        task.add_done_callback(self._notifications.discard)
 
     async def _notify_consumer_ids_changed(self, groups: set[str]) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED, oneway, to every remoting consumer of each group (RocketMQ's
@@ -364,13 +369,13 @@ class BrokerRemotingHandler:
         changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version, creds)
         if changed:
             log.info("remoting consumers changed", groups=sorted(changed), client=data.get("clientID"))
-            await self._notify_consumer_ids_changed(changed)
+            self._notify_later(changed)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _unregister(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         gone = self.clients.unregister(cmd.field("clientID"))
         if gone:
-            await self._notify_consumer_ids_changed(gone)
+            self._notify_later(gone)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _consumer_list(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:

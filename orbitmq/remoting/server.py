@@ -17,6 +17,7 @@ from orbitmq.remoting.codes import RPC_ONEWAY, ResponseCode
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
 DisconnectListener = Callable[[str], None]  # the peer "host:port" whose connection closed
+ONEWAY_DRAIN_TIMEOUT_S = 3.0
 
 
 class RemotingServer:
@@ -100,8 +101,9 @@ class RemotingServer:
                 return False
             writer.write(data)
             try:
-                await writer.drain()
-            except ConnectionError:
+                # a client that stopped reading must not hold up the broker's check-backs and notifications
+                await asyncio.wait_for(writer.drain(), ONEWAY_DRAIN_TIMEOUT_S)
+            except (ConnectionError, TimeoutError):
                 return False
         return True
 

@@ -10,7 +10,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
@@ -91,6 +93,17 @@ def test_topics_groups_and_stats_over_remoting(stack: Stack) -> None:
         conns = c.call(RemotingCommand(RequestCode.GET_CONSUMER_CONNECTION_LIST, ext_fields={"consumerGroup": GROUP}))
         body = json.loads(conns.body)
         assert [x["clientId"] for x in body["connectionSet"]] == ["admin-client@1"]
+        with grpc.insecure_channel(stack.broker.addr) as ch:  # a v2 consumer of the group is listed too
+            hb = service_pb2.HeartbeatRequest(
+                group=definition_pb2.Resource(name=GROUP), client_type=definition_pb2.SIMPLE_CONSUMER
+            )
+            meta = (("x-mq-client-id", "v2-client@1"), ("x-mq-language", "PYTHON"))
+            assert (
+                service_pb2_grpc.MessagingServiceStub(ch).Heartbeat(hb, metadata=meta, timeout=10).status.code == 20000
+            )
+        conns = c.call(RemotingCommand(RequestCode.GET_CONSUMER_CONNECTION_LIST, ext_fields={"consumerGroup": GROUP}))
+        listed_ids = sorted(x["clientId"] for x in json.loads(conns.body)["connectionSet"])
+        assert listed_ids == ["admin-client@1", "v2-client@1"]
         assert TOPIC in body["subscriptionTable"] and body["messageModel"] == "CLUSTERING"
         bad_group = c.call(
             RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"retryMaxTimes": 1}')

@@ -66,9 +66,24 @@ class RemotingClients:
                         if before_subs.get((g, t)) != client.subscriptions.get((g, t))}  # fmt: skip
         return (before ^ client.groups) | (resubscribed & client.groups)
 
-    def unregister(self, client_id: str) -> set[str]:
-        client = self._clients.pop(client_id, None)
-        return set(client.groups) if client else set()
+    def unregister(self, client_id: str, consumer_group: str = "", producer_group: str = "") -> set[str]:
+        """UNREGISTER_CLIENT: the named groups only (RocketMQ's header names one consumer and/or one producer group),
+        the whole client when it names none or nothing is left; returns the consumer groups it left."""
+        client = self._clients.get(client_id)
+        if client is None:
+            return set()
+        if not consumer_group and not producer_group:
+            del self._clients[client_id]
+            return set(client.groups)
+        left = {consumer_group} & client.groups
+        client.groups -= left
+        client.producer_groups.discard(producer_group)
+        client.subscriptions = {k: v for k, v in client.subscriptions.items() if k[0] not in left}
+        for group in left:
+            client.consumer_data.pop(group, None)
+        if not client.groups and not client.producer_groups:
+            del self._clients[client_id]
+        return left
 
     def disconnected(self, peer: str) -> set[str]:
         """The connection of ``peer`` closed: its clients are gone (RocketMQ's channel close event); returns their

@@ -239,7 +239,7 @@ class BrokerRemotingHandler:
         ar = result.append_result
         if deliver_ms and ar is not None and ctx.timer is not None:
             ctx.timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes, queue_id=inner.queue_id)
-        if half and ar is not None and ctx.transactions is not None and result.ok:
+        if half and ar is not None and ctx.transactions is not None:  # stored (even if a flush timed out): pending
             ctx.transactions.added(ar.wrote_offset, ar.wrote_bytes, topic, ar.store_timestamp)
         code = _PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if ar is None:
@@ -373,7 +373,8 @@ class BrokerRemotingHandler:
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _unregister(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
-        gone = self.clients.unregister(cmd.field("clientID"))
+        h = cmd.ext_fields
+        gone = self.clients.unregister(cmd.field("clientID"), h.get("consumerGroup", ""), h.get("producerGroup", ""))
         if gone:
             self._notify_later(gone)
         return cmd.response(ResponseCode.SUCCESS)

@@ -268,6 +268,9 @@ class BrokerRemotingHandler:
             props = dict(e.properties)
             if mc.PROPERTY_DELAY_TIME_LEVEL in props:
                 raise MQError(Code.BAD_REQUEST, f"message {i} of the batch: batches cannot carry a delay level")
+            if is_half(props, _int(h, "sysFlag", 0)):
+                # stored plain it would be consumable before its commit; RocketMQ's producer never batches them
+                raise MQError(Code.BAD_REQUEST, f"message {i} of the batch: transactional messages cannot be batched")
             props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
             inners.append(
                 MessageExtBrokerInner(

@@ -14,7 +14,7 @@ from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.broker.v2client import METADATA, raw_client
 from tests.conftest import BrokerFactory, BrokerHandle
-from tests.remoting.raw import RawClient, first_message, properties
+from tests.remoting.raw import RawClient, first_message, properties, rocketmq_batch
 from tests.remoting.stack import remoting_broker
 from tests.waiting import wait_until
 
@@ -112,6 +112,14 @@ def test_end_transaction_refusals_name_the_field(tx_broker: BrokerHandle) -> Non
             )
         )
         assert delayed.code == ResponseCode.MESSAGE_ILLEGAL and "DELAY" in (delayed.remark or "")
+        batch = producer.call(
+            RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2,
+                ext_fields={"a": GROUP, "b": topic, "e": "0", "m": "true"},
+                body=rocketmq_batch([b"b0", b"b1"], properties(TRAN_MSG="true")),
+            )
+        )
+        assert batch.code == ResponseCode.MESSAGE_ILLEGAL and "cannot be batched" in (batch.remark or "")
         # none of the refusals ended it: the right header still commits
         assert end(producer, sent, COMMIT).code == ResponseCode.SUCCESS
         assert pull(producer, topic).code == ResponseCode.SUCCESS

@@ -28,6 +28,11 @@ class NamesrvRemotingHandler:
             response = cmd.response(ResponseCode.SUCCESS)
             response.body = json.dumps({"topicList": self.routes.topics(), "brokerAddr": None}).encode()
             return response
+        if cmd.code == RequestCode.GET_TOPICS_BY_CLUSTER:
+            response = cmd.response(ResponseCode.SUCCESS)
+            topics = self.routes.topics_of_cluster(cmd.field("cluster"))
+            response.body = json.dumps({"topicList": topics, "brokerAddr": None}).encode()
+            return response
         if cmd.code == RequestCode.DELETE_TOPIC_IN_NAMESRV:
             return self._delete_topic(cmd)
         if cmd.code == RequestCode.GET_KV_CONFIG_BY_VALUE:

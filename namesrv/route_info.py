@@ -279,3 +279,8 @@ class RouteInfoManager:
 
     def topics(self) -> list[str]:
         return sorted(self.topic_queue_table)
+
+    def topics_of_cluster(self, cluster: str) -> list[str]:
+        """Topics with queues on a broker of ``cluster`` (RocketMQ's getTopicsByCluster; none for an unknown one)."""
+        names = self.cluster_addr_table.get(cluster, set())
+        return sorted(t for t, queues in self.topic_queue_table.items() if names & queues.keys())

@@ -27,6 +27,7 @@ from orbitmq.validation import validate_group, validate_topic
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from orbitmq.v2.telemetry import ClientInfo
 
 log = get_logger("broker.remoting.admin")
 
@@ -100,6 +101,8 @@ class RemotingAdmin:
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_group_config,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
         }
         return {code: self._guarded(handler) for code, handler in plain.items()}
 
@@ -204,6 +207,11 @@ class RemotingAdmin:
         self.ctx.groups.create_or_update(config)
         return self._ok(cmd)
 
+    async def all_group_config(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        table = {g.group_name: _group_json(g) for g in self.ctx.groups.all()}
+        version = {"counter": len(table), "timestamp": int(time.time() * 1000)}
+        return self._ok(cmd, fastjson({"dataVersion": version, "subscriptionGroupTable": table}))
+
     async def delete_group(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
         group = cmd.field("groupName")
         if not self.ctx.groups.delete(group):
@@ -303,6 +311,15 @@ class RemotingAdmin:
                 }
         return self._ok(cmd, fastjson({"consumeTps": 0.0, "offsetTable": table}))
 
+    async def producer_connections(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        group = cmd.field("producerGroup")
+        rows = [_connection(c.client_id, c.peer, c.language, c.version) for c in self.clients.producers(group)]
+        rows += [_v2_connection(c) for c in self.ctx.telemetry.clients(group=group) if c.is_producer]
+        if not rows:
+            # RocketMQ's answer for a group with no connected producer
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group [{group}] not exist")
+        return self._ok(cmd, fastjson({"connectionSet": rows}))
+
     def _subscribed(self, group: str) -> set[str]:
         return {t for c in self.clients.consumers(group) for (g, t) in c.subscriptions if g == group}
 
@@ -319,17 +336,9 @@ class RemotingAdmin:
             for sub in c.consumer_data.get(group, {}).get("subscriptionDataSet") or []:
                 subscriptions.setdefault(str(sub.get("topic", "")), sub)
         body = {
-            "connectionSet": [
-                {"clientAddr": c.peer, "clientId": c.client_id, "language": c.language, "version": c.version}
-                for c in members
-            ]
+            "connectionSet": [_connection(c.client_id, c.peer, c.language, c.version) for c in members]
             + [
-                {
-                    "clientAddr": c.meta.peer if c.meta else "",
-                    "clientId": c.client_id,
-                    "language": (c.meta.language if c.meta else "") or "OTHER",
-                    "version": 0,
-                }
+                _connection(c.client_id, c.meta.peer if c.meta else "", c.meta.language if c.meta else "", 0)
                 for c in v2
             ],
             "consumeFromWhere": data.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
@@ -338,6 +347,31 @@ class RemotingAdmin:
             "subscriptionTable": subscriptions,
         }
         return self._ok(cmd, fastjson(body))
+
+
+def _group_json(g: SubscriptionGroupConfig) -> dict[str, Any]:
+    """RocketMQ's SubscriptionGroupConfig fields (the ones OrbitMQ keeps; the rest at RocketMQ's defaults)."""
+    return {
+        "brokerId": 0,
+        "consumeBroadcastEnable": g.consume_broadcast_enable,
+        "consumeEnable": g.consume_enable,
+        "consumeFromMinEnable": True,
+        "consumeMessageOrderly": g.consume_message_orderly,
+        "groupName": g.group_name,
+        "groupSysFlag": 0,
+        "notifyConsumerIdsChangedEnable": True,
+        "retryMaxTimes": g.retry_max_times,
+        "retryQueueNums": g.retry_queue_nums,
+        "whichBrokerWhenConsumeSlowly": 1,
+    }
+
+
+def _connection(client_id: str, addr: str, language: str, version: int) -> dict[str, Any]:
+    return {"clientAddr": addr, "clientId": client_id, "language": language or "OTHER", "version": version}
+
+
+def _v2_connection(c: ClientInfo) -> dict[str, Any]:
+    return _connection(c.client_id, c.meta.peer if c.meta else "", c.meta.language if c.meta else "", 0)
 
 
 def _topic_json(tc: TopicConfig) -> dict[str, Any]:

@@ -105,6 +105,24 @@ def test_topics_groups_and_stats_over_remoting(stack: Stack) -> None:
         listed_ids = sorted(x["clientId"] for x in json.loads(conns.body)["connectionSet"])
         assert listed_ids == ["admin-client@1", "v2-client@1"]
         assert TOPIC in body["subscriptionTable"] and body["messageModel"] == "CLUSTERING"
+        groups = json.loads(c.call(RemotingCommand(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)
+        assert groups["subscriptionGroupTable"][GROUP]["retryMaxTimes"] == 3
+        assert groups["subscriptionGroupTable"][GROUP]["consumeMessageOrderly"] is True
+        no_producer = c.call(
+            RemotingCommand(RequestCode.GET_PRODUCER_CONNECTION_LIST, ext_fields={"producerGroup": "PG_ADMIN"})
+        )
+        assert no_producer.code == ResponseCode.SYSTEM_ERROR and "PG_ADMIN" in (no_producer.remark or "")
+        c.heartbeat("admin-producer@1", producer_groups=("PG_ADMIN",))
+        producers = c.call(
+            RemotingCommand(RequestCode.GET_PRODUCER_CONNECTION_LIST, ext_fields={"producerGroup": "PG_ADMIN"})
+        )
+        assert [x["clientId"] for x in json.loads(producers.body)["connectionSet"]] == ["admin-producer@1"]
+        by_cluster = ns.call(
+            RemotingCommand(RequestCode.GET_TOPICS_BY_CLUSTER, ext_fields={"cluster": "DefaultCluster"})
+        )
+        assert TOPIC in json.loads(by_cluster.body)["topicList"]
+        elsewhere = ns.call(RemotingCommand(RequestCode.GET_TOPICS_BY_CLUSTER, ext_fields={"cluster": "Elsewhere"}))
+        assert json.loads(elsewhere.body)["topicList"] == []
         bad_group = c.call(
             RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"retryMaxTimes": 1}')
         )

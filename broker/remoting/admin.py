@@ -103,6 +103,7 @@ class RemotingAdmin:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_group_config,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
         }
         return {code: self._guarded(handler) for code, handler in plain.items()}
 
@@ -319,6 +320,39 @@ class RemotingAdmin:
             # RocketMQ's answer for a group with no connected producer
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group [{group}] not exist")
         return self._ok(cmd, fastjson({"connectionSet": rows}))
+
+    async def reset_offset(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
+        """mqadmin resetOffsetByTime, server side (RocketMQ 5's useServerSideResetOffset): each queue's offset moves
+        to the first message stored at or after ``timestamp`` (-1: the queue's end), backwards only unless
+        ``isForce``; running consumers get it as PULL_OFFSET_MOVED on their next pull of the queue."""
+        topic, group = cmd.field("topic"), cmd.field("group")
+        timestamp = cmd.int_field("timestamp")
+        force = cmd.field("isForce").lower() == "true"
+        only_queue = cmd.int_field("queueId", -1)
+        explicit = cmd.ext_fields.get("offset")
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            raise MQError(Code.TOPIC_NOT_FOUND, f"reset offset: topic {topic!r} does not exist on this broker")
+        committed = self.ctx.offsets.offsets_of(group, topic)
+        if not committed:
+            # RocketMQ's answer: the group never consumed this topic here
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the consumer group <{group}> has no offset of {topic!r}")
+        store, table = self.ctx.store, {}
+        queues = range(tc.read_queue_nums) if only_queue < 0 else [only_queue]
+        for qid in queues:
+            if explicit not in (None, "") and only_queue >= 0:
+                target = cmd.int_field("offset")
+            elif timestamp == -1:
+                target = store.get_max_offset_in_queue(topic, qid)
+            else:
+                target = max(0, store.get_offset_in_queue_by_time(topic, qid, timestamp))
+            current = committed.get(qid, -1)
+            offset = target if force or current < 0 or target < current else current
+            self.ctx.offsets.set_reset_offset(group, topic, qid, offset)
+            table[_MQKey((self.ctx.broker_name, qid, topic))] = offset
+        self.ctx.offsets.persist()
+        log.info("offsets reset over remoting", topic=topic, group=group, timestamp=timestamp, force=force)
+        return self._ok(cmd, fastjson({"offsetTable": table}))
 
     def _subscribed(self, group: str) -> set[str]:
         return {t for c in self.clients.consumers(group) for (g, t) in c.subscriptions if g == group}

@@ -314,10 +314,22 @@ class BrokerRemotingHandler:
         qid, offset = cmd.int_field("queueId"), cmd.int_field("queueOffset")
         flags = cmd.int_field("sysFlag", 0)
         batch = max(1, min(cmd.int_field("maxMsgNums", MAX_PULL_MESSAGES), MAX_PULL_MESSAGES))
-        if flags & PULL_FLAG_COMMIT_OFFSET and cmd.int_field("commitOffset", 0) > 0 and not ctx.config.is_slave:
-            ctx.offsets.commit_offset(group, topic, qid, cmd.int_field("commitOffset"))
         if ctx.topics.get(topic) is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist on this broker")
+        reset = ctx.offsets.query_then_erase_reset_offset(group, topic, qid)
+        if reset is not None and reset != offset:
+            # an admin reset the group's offset: the consumer moves there, and its stale commit is not taken
+            return cmd.response(
+                ResponseCode.PULL_OFFSET_MOVED,
+                f"the offset of queue {qid} was reset to {reset}",
+                nextBeginOffset=reset,
+                minOffset=ctx.store.get_min_offset_in_queue(topic, qid),
+                maxOffset=ctx.store.get_max_offset_in_queue(topic, qid),
+                suggestWhichBrokerId=0,
+            )
+        committing = flags & PULL_FLAG_COMMIT_OFFSET and cmd.int_field("commitOffset", 0) > 0
+        if committing and reset is None and not ctx.config.is_slave:  # a reset to here wins over the commit
+            ctx.offsets.commit_offset(group, topic, qid, cmd.int_field("commitOffset"))
         expression = cmd.ext_fields.get("subscription") if flags & PULL_FLAG_SUBSCRIPTION else None
         if expression is None:
             expression = self.clients.subscription(group, topic)

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -33,9 +34,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield st
 
 
-def _queues(body: bytes, topic: str) -> dict[int, dict[str, int]]:
+def _queues(body: bytes, topic: str) -> dict[int, Any]:
     """A fastjson map keyed by MessageQueue: {queueId: value} for ``topic``."""
-    pattern = r'\{"brokerName":"[^"]*","queueId":(\d+),"topic":"' + re.escape(topic) + r'"\}:(\{[^{}]*\})'
+    pattern = r'\{"brokerName":"[^"]*","queueId":(\d+),"topic":"' + re.escape(topic) + r'"\}:(\{[^{}]*\}|-?\d+)'
     return {int(q): json.loads(v) for q, v in re.findall(pattern, body.decode())}
 
 
@@ -216,3 +217,41 @@ def test_admin_codes_need_an_admin_account(broker_factory: BrokerFactory, tmp_pa
         # reading the topic table needs no admin rights in RocketMQ 4
         listed = c.call(sign(RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG), "appAK", "appSecret1"))
         assert listed.code == ResponseCode.SUCCESS and "AclAdminT" in listed.body.decode()
+
+
+@pytest.mark.timeout(60)
+def test_reset_offset_by_time_reaches_a_pulling_consumer(stack: Stack) -> None:
+    topic, group = "ResetT", "GReset"
+    with RawClient(stack.broker_port) as c:
+        assert _create_topic(c, topic, readQueueNums="1", writeQueueNums="1").code == ResponseCode.SUCCESS
+        for body in (b"r0", b"r1", b"r2"):
+            header = {"b": topic, "e": "0", "i": properties(TAGS="T")}
+            assert c.call(RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=header, body=body)).code == 0
+
+        def pull(commit: int) -> RemotingCommand:
+            header = {"consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": str(commit),
+                      "maxMsgNums": "32", "sysFlag": "1", "commitOffset": str(commit)}  # fmt: skip
+            return c.call(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header))
+
+        def reset(**fields: str) -> RemotingCommand:
+            header = {"topic": topic, "group": group, "timestamp": "0", "isForce": "true", **fields}
+            return c.call(RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext_fields=header))
+
+        never = reset()
+        assert never.code == ResponseCode.SYSTEM_ERROR and group in (never.remark or ""), "no offset to reset yet"
+        assert pull(0).code == ResponseCode.SUCCESS
+        assert pull(3).code == ResponseCode.PULL_NOT_FOUND  # consumed everything, committed 3
+        backwards = reset(isForce="false", timestamp="-1")  # to the end: not backwards, so it stays at 3
+        assert _queues(backwards.body, topic) == {0: 3}
+        assert pull(3).code == ResponseCode.PULL_NOT_FOUND, "a reset to where the consumer is: no move"
+        done = reset()  # timestamp 0, forced: back to the first message
+        assert done.code == ResponseCode.SUCCESS and _queues(done.body, topic) == {0: 0}
+        moved = pull(3)
+        assert moved.code == ResponseCode.PULL_OFFSET_MOVED and moved.ext_fields["nextBeginOffset"] == "0"
+        offset = {"consumerGroup": group, "topic": topic, "queueId": "0"}
+        queried = c.call(RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=offset))
+        assert queried.ext_fields["offset"] == "0", "the pull's stale commit of 3 did not undo the reset"
+        again = pull(0)
+        assert again.code == ResponseCode.SUCCESS and b"r0" in again.body
+        missing = c.call(RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext_fields={"topic": topic}))
+        assert missing.code == ResponseCode.SYSTEM_ERROR and "'group'" in (missing.remark or "")

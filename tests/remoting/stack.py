@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -79,6 +80,41 @@ def remoting_stack(
             proc.stop()
     finally:
         factory.stop_all()
+
+
+class DriverProcess:
+    """The ali-ons driver running in the background: its JSON lines as they come (a reader thread), stopped by PID."""
+
+    def __init__(self, node: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [node, str(DRIVER), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"NODE_PATH": str(NODE_CLIENTS / "node_modules"), "PATH": "/usr/bin:/bin:/usr/local/bin"},
+        )
+        self.rows: list[dict[str, object]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.rows.append(json.loads(line))
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)
+        return code
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stderr(self) -> str:
+        return self.proc.stderr.read() if self.proc.stderr is not None and self.proc.poll() is not None else ""
 
 
 def drive(

@@ -18,7 +18,7 @@ from orbitmq.remoting.codec import RemotingCommand, decode, encode
 from orbitmq.remoting.codes import RequestCode, ResponseCode
 from tests.conftest import BrokerHandle, NamesrvHandle
 from tests.remoting.raw import rocketmq_batch
-from tests.remoting.stack import find_node, remoting_stack, run_driver
+from tests.remoting.stack import DriverProcess, find_node, remoting_stack, run_driver
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -314,3 +314,33 @@ def test_ali_ons_broadcasting_gives_every_client_every_message(node: str, stack,
             header = {"consumerGroup": group, "topic": topic, "queueId": str(qid)}
             answer = _call(s, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, opaque=qid + 1, ext_fields=header))
             assert answer.code == ResponseCode.QUERY_NOT_FOUND, "broadcasting offsets never reach the broker"
+
+
+@pytest.mark.timeout(180)
+def test_ali_ons_consumer_follows_an_offset_reset_while_running(node: str, stack) -> None:
+    """mqadmin resetOffsetByTime over remoting while ali-ons consumes: its next pull is moved back (PULL_OFFSET_MOVED)
+    and it consumes the messages again."""
+    ns, remoting_ns, broker = stack
+    topic, group = "RemotingResetT", "GRemotingReset"
+    _create_topic(ns, topic, 1)
+    run_driver(node, "produce", remoting_ns, topic, "3")
+    consumer = DriverProcess(node, "consume", remoting_ns, topic, group, "*", "6", "90000")
+    try:
+        wait_until(lambda: len(consumer.rows) >= 3, 60, what="ali-ons consumed the three messages", interval=0.2)
+        port = int(broker.options["remotingListenPort"])
+        header = {"topic": topic, "group": group, "timestamp": "0", "isForce": "true"}
+
+        def reset() -> bool:
+            # the group's offset is committed by ali-ons a moment after consuming: retry until there is one
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                answer = _call(
+                    s, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, opaque=1, ext_fields=header)
+                )
+            return answer.code == ResponseCode.SUCCESS
+
+        wait_until(reset, 30, what="the reset accepted", interval=0.5)
+        assert consumer.wait(90) == 0, consumer.stderr()[-2000:]
+    finally:
+        consumer.stop()
+    bodies = [str(r["body"]) for r in consumer.rows]
+    assert sorted(bodies) == sorted(["ali-0", "ali-1", "ali-2"] * 2), bodies

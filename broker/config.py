@@ -42,6 +42,8 @@ class BrokerConfig(TlsConfig, MetricsConfig):  # TLS keys: orbitmq/tls.py; metri
     # -1 = off, 0 = a free port (registered with the name servers, which hand it to 4.x clients; not opened when TLS
     # is on), RocketMQ's broker uses 10911
     remotingListenPort: int = 0
+    # push NOTIFY_CONSUMER_IDS_CHANGED to a group's remoting consumers when its membership changes (RocketMQ's key)
+    notifyConsumerIdsChangedEnable: bool = True
     # Address the gRPC listener binds (RocketMQ's bindAddress); empty = every interface, or 127.0.0.1 standalone.
     bindAddress: str = ""
     brokerIP1: str = "127.0.0.1"  # address advertised in routes and message ids

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from broker.stats_manager import BrokerStatsManager
     from broker.store.message_store import DefaultMessageStore
     from broker.timer_service import TimerService
-    from broker.transaction_service import TransactionService
+    from broker.transaction_service import RemoteChecker, TransactionService
     from orbitmq.v2.telemetry import TelemetryHub
 
 
@@ -49,6 +49,8 @@ class BrokerContext:
     registrar: BrokerRegistrar | None = None  # set when name servers are configured
     timer: TimerService | None = None  # delay messages; None = refused
     transactions: TransactionService | None = None  # half messages; None = refused
+    # check-backs of other protocols than v2 (remoting's CHECK_TRANSACTION_STATE), handed to the TransactionService
+    transaction_checkers: list[RemoteChecker] = field(default_factory=list)
     ha: Replication | None = None  # master/slave replication (broker/ha)
     stats: BrokerStatsManager | None = None  # statsAll's per-topic/per-group counts
     metrics: BrokerMetrics | None = None  # metrics counters; None when metricsExporterType=DISABLE

@@ -203,7 +203,10 @@ class BrokerController:
         if cfg.remotingListenPort > 0 or (cfg.remotingListenPort == 0 and not tls_on):
             frames = GrpcFrameDispatcher(server.generic_handlers)
             observer = recorder.rpc.on_remoting if recorder is not None else None
-            self.remoting = RemotingServer(BrokerRemotingHandler(ctx), "broker", observer, frames)
+            handler = BrokerRemotingHandler(ctx, self.pop)
+            self.remoting = RemotingServer(handler, "broker", observer, frames)
+            handler.attach(self.remoting)
+            self._tasks.append(asyncio.create_task(handler.housekeeping(), name="remoting-clients"))
             remoting_port = await self.remoting.start(cfg.bind_host, cfg.remotingListenPort)
             remoting_addr = f"{cfg.brokerIP1}:{remoting_port}"
             if not tls_on:
@@ -279,6 +282,7 @@ class BrokerController:
                 cfg.transactionCheckInterval,
                 cfg.transactionCheckMax,
                 may_check=lambda client, topic: access.may_publish(plugins, client.meta, topic),
+                remote_checkers=ctx.transaction_checkers,
             )
             if self.recorder is not None:
                 ctx.transactions.on_end = self.recorder.on_transaction_end

@@ -217,13 +217,26 @@ class AccountView:
 
 
 @dataclass(frozen=True)
+class RemotingCredentials:
+    """A RocketMQ 4 remoting request's credentials (its ``AccessKey``, ``Signature`` and ``SecurityToken`` ext
+    fields) and ``signed_content``: what the Signature (HmacSHA1, base64) covers, the ext field values sorted by name
+    without ``Signature``, then the body."""
+
+    access_key: str
+    signature: str
+    security_token: str
+    signed_content: bytes
+
+
+@dataclass(frozen=True)
 class AccessRequest:
     """What an ACL plugin needs to decide: the RPC, the caller and the resources it touches."""
 
     rpc: str
-    headers: Mapping[str, str]  # lower-case gRPC metadata
+    headers: Mapping[str, str]  # lower-case gRPC metadata (empty for a remoting request)
     remote_ip: str
     resources: tuple[ResourceAccess, ...] = field(default_factory=tuple)
+    remoting: RemotingCredentials | None = None  # set for a remoting (4.x client) request, instead of headers
 
 
 class HookSpecs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 # Whether a client may be sent a check of a half message of this topic (it sees the whole message).
 CheckGuard = Callable[["ClientInfo", str], bool]
+# Another protocol's check-back (remoting's CHECK_TRANSACTION_STATE): given the parked half message, ask one of its
+# producer group's connected clients; returns whether a client was asked.
+RemoteChecker = Callable[[MessageExt], Awaitable[bool]]
 
 SCAN_BATCH = 256
 log = get_logger("broker.transaction")
@@ -111,6 +114,7 @@ class TransactionService:
         check_interval_ms: int,
         max_checks: int,
         may_check: CheckGuard | None = None,
+        remote_checkers: list[RemoteChecker] | None = None,
     ) -> None:
         self._store = store
         self._may_check = may_check
@@ -118,6 +122,8 @@ class TransactionService:
         self._timeout_ms = timeout_ms
         self._interval_s = check_interval_ms / 1000
         self._max_checks = max_checks
+        # shared with the remoting listener (BrokerContext.transaction_checkers), which may register later
+        self._remote_checkers = remote_checkers if remote_checkers is not None else []
         self._pending: dict[int, _Half] = {}
         self._task: asyncio.Task[None] | None = None
         # (topic, committed, when the half message was stored in ms): metrics
@@ -182,6 +188,36 @@ class TransactionService:
         await self._resolve(half, commit)
         log.info("transaction ended", topic=topic, commit=commit, source=source)
 
+    async def end_at(
+        self, commitlog_offset: int, commit: bool, source: str, producer_group: str, queue_offset: int
+    ) -> str:
+        """Remoting's END_TRANSACTION: the half at ``commitlog_offset``, checked as RocketMQ's EndTransactionProcessor
+        does (the producer group that sent it, its queue offset in the half topic). Returns the real topic;
+        INVALID_TRANSACTION_ID naming the mismatch otherwise."""
+        half = self._pending.get(commitlog_offset)
+        if half is None:
+            raise MQError(
+                Code.INVALID_TRANSACTION_ID,
+                f"no prepared transaction message at commitLogOffset {commitlog_offset} (unknown or already ended)",
+            )
+        parked = self._store.look_message_by_offset(half.commitlog_offset, half.size)
+        if parked is None:
+            raise MQError(Code.INVALID_TRANSACTION_ID, f"the half message at {commitlog_offset} is no longer stored")
+        stored_group = parked.properties.get(mc.PROPERTY_PRODUCER_GROUP, "")
+        if stored_group and stored_group != producer_group:
+            raise MQError(
+                Code.INVALID_TRANSACTION_ID,
+                f"producerGroup {producer_group!r} is not the group that sent it ({stored_group!r})",
+            )
+        if parked.queue_offset != queue_offset:
+            raise MQError(
+                Code.INVALID_TRANSACTION_ID,
+                f"tranStateTableOffset {queue_offset} is not the half message's queue offset {parked.queue_offset}",
+            )
+        await self._resolve(half, commit)
+        log.info("transaction ended", topic=half.topic, commit=commit, source=source)
+        return half.topic
+
     async def _resolve(self, half: _Half, commit: bool) -> None:
         parked = self._store.look_message_by_offset(half.commitlog_offset, half.size)
         puts: list[MessageExtBrokerInner] = []
@@ -197,6 +233,15 @@ class TransactionService:
         self._pending.pop(half.commitlog_offset, None)
         if self.on_end is not None:
             self.on_end(half.topic, commit, half.stored_ms)
+
+    async def _check_remotely(self, parked: MessageExt) -> bool:
+        for checker in list(self._remote_checkers):
+            try:
+                if await checker(parked):
+                    return True
+            except Exception as exc:  # one protocol's failure must not stop the checks of the others
+                log.exception("remote transaction check failed", error=repr(exc))
+        return False
 
     async def _check_loop(self) -> None:
         while True:
@@ -227,6 +272,9 @@ class TransactionService:
             )
             half.last_check_ms = now_ms
             if not producers:
+                # a 4.x producer of the group over remoting, if one is connected
+                if await self._check_remotely(parked):
+                    half.checks += 1
                 continue  # no producer of that topic online: ask again later, without spending a check
             half.checks += 1
             message = to_v2_message(parked, topic=half.topic)

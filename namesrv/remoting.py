@@ -1,5 +1,6 @@
 """The name server's answers to RocketMQ remoting clients (4.x): topic routes with the brokers' remoting addresses,
-cluster info. The same route tables as the gRPC services; brokers without a remoting listener are left out."""
+cluster info, and mqadmin's topic list and topic deletion. The same route tables as the gRPC services; brokers
+without a remoting listener are left out of routes."""
 
 from __future__ import annotations
 
@@ -12,18 +13,44 @@ from orbitmq.route import TopicRouteData
 
 
 class NamesrvRemotingHandler:
-    def __init__(self, routes: RouteInfoManager, auto_create_route: bool) -> None:
+    def __init__(self, routes: RouteInfoManager, auto_create_route: bool, writes_allowed: bool = True) -> None:
         self.routes = routes
         self.auto_create_route = auto_create_route
+        # remoting requests carry no name-server credentials: with aclEnable they may read, not change routes
+        self.writes_allowed = writes_allowed
 
     async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
         if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             return self._route(cmd)
         if cmd.code == RequestCode.GET_BROKER_CLUSTER_INFO:
             return self._cluster(cmd)
+        if cmd.code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
+            response = cmd.response(ResponseCode.SUCCESS)
+            response.body = json.dumps({"topicList": self.routes.topics(), "brokerAddr": None}).encode()
+            return response
+        if cmd.code == RequestCode.GET_TOPICS_BY_CLUSTER:
+            response = cmd.response(ResponseCode.SUCCESS)
+            topics = self.routes.topics_of_cluster(cmd.field("cluster"))
+            response.body = json.dumps({"topicList": topics, "brokerAddr": None}).encode()
+            return response
+        if cmd.code == RequestCode.DELETE_TOPIC_IN_NAMESRV:
+            return self._delete_topic(cmd)
         if cmd.code == RequestCode.GET_KV_CONFIG_BY_VALUE:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no KV config by value on this name server")
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
+
+    def _delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
+        topic = cmd.field("topic")
+        if not self.writes_allowed:
+            return cmd.response(
+                ResponseCode.NO_PERMISSION,
+                f"deleting topic {topic!r}: this name server has aclEnable=true and remoting requests carry no "
+                "name-server credentials (use mqadmin over gRPC)",
+            )
+        cluster = cmd.ext_fields.get("clusterName") or ""
+        deleted = self.routes.delete_topic(topic, cluster)
+        # RocketMQ answers SUCCESS for a topic it does not know: the end state is the one asked for
+        return cmd.response(ResponseCode.SUCCESS, None if deleted else f"no route of topic {topic!r} to delete")
 
     def _remoting_addrs(self, broker_addrs: dict[int, str]) -> dict[str, str]:
         out = {}

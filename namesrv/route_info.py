@@ -138,6 +138,17 @@ class RouteInfoManager:
         if not queues:
             del self.topic_queue_table[topic]
 
+    def delete_topic(self, topic: str, cluster: str = "") -> bool:
+        """Drop a topic's routes (of ``cluster``'s brokers only, when named), as RocketMQ's deleteTopic; a broker
+        that still has the topic lists it again at its next registration. False when there was no route."""
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return False
+        names = list(queues) if not cluster else [n for n in queues if n in self.cluster_addr_table.get(cluster, set())]
+        for name in names:
+            self._remove_topic_queues(topic, name)
+        return bool(names)
+
     def touch(self, broker_addr: str) -> None:
         live = self.broker_live_table.get(broker_addr)
         if live is not None:
@@ -268,3 +279,8 @@ class RouteInfoManager:
 
     def topics(self) -> list[str]:
         return sorted(self.topic_queue_table)
+
+    def topics_of_cluster(self, cluster: str) -> list[str]:
+        """Topics with queues on a broker of ``cluster`` (RocketMQ's getTopicsByCluster; none for an unknown one)."""
+        names = self.cluster_addr_table.get(cluster, set())
+        return sorted(t for t, queues in self.topic_queue_table.items() if names & queues.keys())

@@ -110,7 +110,9 @@ class NameServer:
         await self.hub.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-expiry")
         if self.config.remotingListenPort >= 0:
-            handler = NamesrvRemotingHandler(self.routes, self.config.autoCreateTopicRouteEnable)
+            handler = NamesrvRemotingHandler(
+                self.routes, self.config.autoCreateTopicRouteEnable, writes_allowed=self.credentials is None
+            )
             observer = metrics.rpc.on_remoting if metrics is not None else None
             self.remoting = RemotingServer(handler, "namesrv", observer)
             await self.remoting.start(self.config.host, self.config.remotingListenPort)

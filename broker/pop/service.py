@@ -475,6 +475,13 @@ class PopService:
             raise MQError(Code.INTERNAL_SERVER_ERROR, f"putting the message into {topic} failed: {result.status.name}")
         self.stats.dead_lettered += 1
 
+    def current_handle(self, group: str, topic: str, queue_id: int, queue_offset: int) -> str | None:
+        """The receipt handle of the message's current delivery, None when it is not in flight (remoting's ack names
+        a message by queue and offset; its extraInfo carries only part of the handle)."""
+        qs = self.state.queues.get((group, topic, queue_id))
+        flight = qs.inflight.get(queue_offset) if qs is not None else None
+        return None if flight is None else Delivery((group, topic, queue_id), flight).encoded_handle()
+
     # ------------------------------------------------------------------ ack
     def ack_handle(self, group: str, topic: str, receipt_handle: str) -> None:
         handle = decode(receipt_handle)

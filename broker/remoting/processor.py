@@ -9,14 +9,20 @@ import json
 import os
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.remoting import acl as remoting_acl
+from broker.remoting.admin import RemotingAdmin
 from broker.remoting.clients import RemotingClients
 from broker.remoting.message_codec import decode_properties_string, encode_message
+from broker.remoting.pop import RemotingPop
+from broker.remoting.transaction import RemotingTransactions, is_half
 from broker.retry_service import RetryService
-from broker.store.message import TRANSACTION_PREPARED_TYPE, MessageExtBrokerInner
+from broker.store.message import MessageExtBrokerInner
 from broker.store.results import GetMessageStatus, PutMessageStatus
 from broker.timer_service import to_delay_level
+from broker.transaction_service import to_half
 from orbitmq import message_const as mc
 from orbitmq.delay import client_delay_level, parse_delay_levels
 from orbitmq.errors import Code, MQError
@@ -31,6 +37,8 @@ from orbitmq.validation import validate_body, validate_group, validate_topic
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from broker.pop.service import PopService
+    from orbitmq.remoting.server import RemotingServer
 
 log = get_logger("broker.remoting")
 
@@ -68,13 +76,21 @@ def _peer_tuple(peer: str) -> tuple[str, int]:
     return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
 
 
+RequestHandler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]
+HOUSEKEEPING_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService scans every 10 s
+
+
 class BrokerRemotingHandler:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, pop: PopService | None = None) -> None:
         self.ctx = ctx
         self.clients = RemotingClients(ctx.config.clientExpireMs / 1000)
         self.retry = RetryService(ctx)
         self.levels = parse_delay_levels(ctx.config.messageDelayLevel)
-        self._handlers = {
+        self.server: RemotingServer | None = None  # set by attach(): the broker's own requests go out through it
+        self._notifications: set[asyncio.Task[None]] = set()
+        self.transactions = RemotingTransactions(ctx, self.clients, self._send_oneway)
+        ctx.transaction_checkers.append(self.transactions.check)
+        self._handlers: dict[int, RequestHandler] = {
             RequestCode.SEND_MESSAGE: self._send,
             RequestCode.SEND_MESSAGE_V2: self._send,
             RequestCode.PULL_MESSAGE: self._pull,
@@ -91,14 +107,65 @@ class BrokerRemotingHandler:
             RequestCode.VIEW_MESSAGE_BY_ID: self._view_message,
             RequestCode.LOCK_BATCH_MQ: self._lock,
             RequestCode.UNLOCK_BATCH_MQ: self._unlock,
+            RequestCode.END_TRANSACTION: self.transactions.end,
         }
+        self._handlers.update(RemotingAdmin(ctx, self.clients).handlers())  # 4.x mqadmin's requests
+        if pop is not None:  # RocketMQ 5's pop consumers, on the pop service v2 receivers use
+            self.pop = RemotingPop(ctx, pop)
+            self._handlers[RequestCode.POP_MESSAGE] = self.pop.pop_message
+            self._handlers[RequestCode.ACK_MESSAGE] = self.pop.ack_message
+            self._handlers[RequestCode.CHANGE_MESSAGE_INVISIBLETIME] = self.pop.change_invisible_time
+
+    def attach(self, server: RemotingServer) -> None:
+        """The listener this handler answers for: its connections carry check-backs and notifications, and a closed
+        connection takes its clients with it (RocketMQ's channel close event)."""
+        self.server = server
+        server.on_disconnect = self._disconnected
+
+    async def _send_oneway(self, peer: str, request: RemotingCommand) -> bool:
+        return self.server is not None and await self.server.send_oneway(peer, request)
+
+    async def housekeeping(self) -> None:
+        """Expire clients not heard from within clientExpireMs, telling their groups' remaining consumers."""
+        # a short clientExpireMs (tests) is honoured within a quarter of it
+        interval = min(HOUSEKEEPING_INTERVAL_S, self.clients.expire_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            gone = self.clients.expire()
+            if gone:
+                log.info("remoting clients expired", groups=sorted(gone))
+                await self._notify_consumer_ids_changed(gone)
+
+    def _disconnected(self, peer: str) -> None:
+        gone = self.clients.disconnected(peer)
+        if gone:
+            self._notify_later(gone)
+
+    def _notify_later(self, groups: set[str]) -> None:
+        """Notify in the background: the request that changed the group is answered without waiting on the
+        other members' connections."""
+        task = asyncio.get_running_loop().create_task(self._notify_consumer_ids_changed(groups))
+        self._notifications.add(task)
+        task.add_done_callback(self._notifications.discard)
+
+    async def _notify_consumer_ids_changed(self, groups: set[str]) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED, oneway, to every remoting consumer of each group (RocketMQ's
+        DefaultConsumerIdsChangeListener): they rebalance now instead of at their next interval."""
+        if not self.ctx.config.notifyConsumerIdsChangedEnable:
+            return
+        for group in sorted(groups):
+            for client in self.clients.consumers(group):
+                request = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group})
+                await self._send_oneway(client.peer, request)
 
     async def __call__(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
-        handler = self._handlers.get(cmd.code)  # type: ignore[call-overload]
+        handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
         try:
-            response: RemotingCommand = await handler(cmd, peer)
+            if self.ctx.plugins.has_acl:
+                remoting_acl.check(self.ctx.plugins, cmd, peer, self.ctx.broker_name)
+            response: RemotingCommand | None = await handler(cmd, peer)
             return response
         except MQError as exc:  # a refusal: the closest RocketMQ code, the reason in the remark
             fallback = ResponseCode.MESSAGE_ILLEGAL if 40000 <= int(exc.code) < 50000 else ResponseCode.SYSTEM_ERROR
@@ -128,11 +195,20 @@ class BrokerRemotingHandler:
         # 4.x clients set the unique id themselves; one is made for those that do not (v2 consumers need one)
         props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
         sys_flag = _int(h, "sysFlag", 0)
-        if props.get(mc.PROPERTY_TRANSACTION_PREPARED) == "true" or sys_flag & TRANSACTION_PREPARED_TYPE:
-            # stored as a plain message it would be consumable before its producer commits: refuse it clearly
-            return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL, "transactional messages are not supported over remoting yet (use v2)"
-            )
+        half = is_half(props, sys_flag)
+        if half:
+            if ctx.transactions is None:
+                # stored as a plain message it would be consumable before its producer commits: refuse it clearly
+                return cmd.response(
+                    ResponseCode.MESSAGE_ILLEGAL, "transactional messages are refused: this broker has no transactions"
+                )
+            if props.get(mc.PROPERTY_DELAY_TIME_LEVEL, "0") != "0":
+                # RocketMQ 4's producer clears it for transactions; a commit is delivered at once
+                return cmd.response(
+                    ResponseCode.MESSAGE_ILLEGAL, "property 'DELAY': a transactional message cannot carry a delay level"
+                )
+            if h.get("producerGroup"):
+                props.setdefault(mc.PROPERTY_PRODUCER_GROUP, h["producerGroup"])  # whom the check-back asks
         inner = MessageExtBrokerInner(
             topic=topic,
             body=cmd.body,
@@ -147,15 +223,24 @@ class BrokerRemotingHandler:
         )
         deliver_ms = 0
         raw_level = props.pop(mc.PROPERTY_DELAY_TIME_LEVEL, None)
-        if raw_level and raw_level != "0":
+        if half:
+            inner = to_half(inner)
+        elif raw_level and raw_level != "0":
             level = client_delay_level(raw_level, len(self.levels))
             if ctx.timer is None:
                 return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, "this broker has no timer for delay levels")
             deliver_ms = to_delay_level(inner, level, self.levels, int(time.time() * 1000))
+        plugins = ctx.plugins
+        if plugins.has_before_store:  # the same message hooks as v2 sends: a plugin may stamp or refuse it
+            plugins.before_store(inner)
         (result,) = await ctx.store.put_messages_aio([inner])
+        if plugins.has_after_store:
+            plugins.after_store(inner, result)
         ar = result.append_result
         if deliver_ms and ar is not None and ctx.timer is not None:
             ctx.timer.add(deliver_ms, ar.logics_offset, ar.wrote_offset, ar.wrote_bytes, queue_id=inner.queue_id)
+        if half and ar is not None and ctx.transactions is not None:  # stored (even if a flush timed out): pending
+            ctx.transactions.added(ar.wrote_offset, ar.wrote_bytes, topic, ar.store_timestamp)
         code = _PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if ar is None:
             return cmd.response(code, result.error or result.status.value)
@@ -164,7 +249,9 @@ class BrokerRemotingHandler:
             None if code == ResponseCode.SUCCESS else (result.error or result.status.value),
             msgId=ar.msg_id,
             queueId=qid,
+            # a half message: its offset in the half topic, what END_TRANSACTION's tranStateTableOffset names
             queueOffset=ar.logics_offset,
+            transactionId=props[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] if half else None,
         )
 
     async def _send_batch(
@@ -181,6 +268,9 @@ class BrokerRemotingHandler:
             props = dict(e.properties)
             if mc.PROPERTY_DELAY_TIME_LEVEL in props:
                 raise MQError(Code.BAD_REQUEST, f"message {i} of the batch: batches cannot carry a delay level")
+            if is_half(props, _int(h, "sysFlag", 0)):
+                # stored plain it would be consumable before its commit; RocketMQ's producer never batches them
+                raise MQError(Code.BAD_REQUEST, f"message {i} of the batch: transactional messages cannot be batched")
             props.setdefault(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, os.urandom(16).hex().upper())
             inners.append(
                 MessageExtBrokerInner(
@@ -198,7 +288,14 @@ class BrokerRemotingHandler:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE}"
             )
+        plugins = ctx.plugins
+        if plugins.has_before_store:  # a refusal of one message refuses the batch: nothing of it is stored
+            for inner in inners:
+                plugins.before_store(inner)
         results = await ctx.store.put_messages_aio(inners)
+        if plugins.has_after_store:
+            for inner, result in zip(inners, results, strict=True):
+                plugins.after_store(inner, result)
         bad = next((r for r in results if not r.ok), None)
         if bad is not None:
             return cmd.response(_PUT_CODES.get(bad.status, ResponseCode.SYSTEM_ERROR), bad.error or bad.status.value)
@@ -217,10 +314,22 @@ class BrokerRemotingHandler:
         qid, offset = cmd.int_field("queueId"), cmd.int_field("queueOffset")
         flags = cmd.int_field("sysFlag", 0)
         batch = max(1, min(cmd.int_field("maxMsgNums", MAX_PULL_MESSAGES), MAX_PULL_MESSAGES))
-        if flags & PULL_FLAG_COMMIT_OFFSET and cmd.int_field("commitOffset", 0) > 0 and not ctx.config.is_slave:
-            ctx.offsets.commit_offset(group, topic, qid, cmd.int_field("commitOffset"))
         if ctx.topics.get(topic) is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic!r} does not exist on this broker")
+        reset = ctx.offsets.query_then_erase_reset_offset(group, topic, qid)
+        if reset is not None and reset != offset:
+            # an admin reset the group's offset: the consumer moves there, and its stale commit is not taken
+            return cmd.response(
+                ResponseCode.PULL_OFFSET_MOVED,
+                f"the offset of queue {qid} was reset to {reset}",
+                nextBeginOffset=reset,
+                minOffset=ctx.store.get_min_offset_in_queue(topic, qid),
+                maxOffset=ctx.store.get_max_offset_in_queue(topic, qid),
+                suggestWhichBrokerId=0,
+            )
+        committing = flags & PULL_FLAG_COMMIT_OFFSET and cmd.int_field("commitOffset", 0) > 0
+        if committing and reset is None and not ctx.config.is_slave:  # a reset to here wins over the commit
+            ctx.offsets.commit_offset(group, topic, qid, cmd.int_field("commitOffset"))
         expression = cmd.ext_fields.get("subscription") if flags & PULL_FLAG_SUBSCRIPTION else None
         if expression is None:
             expression = self.clients.subscription(group, topic)
@@ -271,13 +380,18 @@ class BrokerRemotingHandler:
             # 4.x consumers pull their group's retry topic from the start, as RocketMQ's heartbeat creates it
             if ctx.topics.get(retry_topic(group)) is None:
                 ctx.topics.create_internal(retry_topic(group), max(1, gc.retry_queue_nums), READ_WRITE)
-        changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version)
+        creds = remoting_acl.credentials(cmd) if ctx.plugins.has_acl else None  # checked in __call__ already
+        changed = self.clients.heartbeat(data, peer, cmd.language, cmd.version, creds)
         if changed:
             log.info("remoting consumers changed", groups=sorted(changed), client=data.get("clientID"))
+            self._notify_later(changed)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _unregister(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
-        self.clients.unregister(cmd.field("clientID"))
+        h = cmd.ext_fields
+        gone = self.clients.unregister(cmd.field("clientID"), h.get("consumerGroup", ""), h.get("producerGroup", ""))
+        if gone:
+            self._notify_later(gone)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _consumer_list(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:

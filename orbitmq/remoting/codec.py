@@ -140,13 +140,23 @@ def _decode_json(header: bytes) -> RemotingCommand:
             opaque=int(doc.get("opaque", 0)),
             flag=int(doc.get("flag", 0)),
             remark=doc.get("remark"),
-            ext_fields={str(k): "" if v is None else str(v) for k, v in ext.items()},
+            ext_fields={str(k): _ext_value(v) for k, v in ext.items()},
             language=str(doc.get("language", "JAVA")),
             version=int(doc.get("version", 0)),
             serialize_type=SerializeType.JSON,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FrameError(f"JSON header does not parse: {exc}") from None
+
+
+def _ext_value(value: object) -> str:
+    """An ext field as the Java side reads it (a String): JSON booleans as ``true``/``false`` (some clients, ali-ons,
+    send them unquoted; their signatures cover the lower-case spelling)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _decode_binary(header: bytes) -> RemotingCommand:

@@ -7,19 +7,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import struct
 import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.logging import get_logger
 from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
-from orbitmq.remoting.codes import ResponseCode
+from orbitmq.remoting.codes import RPC_ONEWAY, ResponseCode
 from orbitmq.remoting.grpc_frames import CANCEL_FIELD, OrbitRequestCode
 
 log = get_logger("remoting")
 Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  # (request, peer "host:port")
 # (request code, response code or None when the handler raised, oneway, seconds): rocketmq_rpc_latency
 Observer = Callable[[int, int | None, bool, float], None]
+DisconnectListener = Callable[[str], None]  # the peer "host:port" whose connection closed
+ONEWAY_DRAIN_TIMEOUT_S = 3.0
 
 
 class RemotingServer:
@@ -33,6 +36,10 @@ class RemotingServer:
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        # open connections by peer: the broker's own requests (check-backs, notifications) go out on them
+        self._channels: dict[str, tuple[asyncio.StreamWriter, asyncio.Lock]] = {}
+        self._opaque = itertools.count(1)
+        self.on_disconnect: DisconnectListener | None = None
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -55,6 +62,7 @@ class RemotingServer:
         peer_info = writer.get_extra_info("peername")
         peer = f"{peer_info[0]}:{peer_info[1]}" if peer_info else "?"
         lock = asyncio.Lock()
+        self._channels[peer] = (writer, lock)
         pending: dict[int, asyncio.Task[None]] = {}  # by opaque: a framed call's cancel names its request
         try:
             while True:
@@ -78,16 +86,43 @@ class RemotingServer:
         except asyncio.CancelledError:
             return  # the server is stopping: close quietly (the finally block closes the socket)
         finally:
+            self._channels.pop(peer, None)
             for request in list(pending.values()):
                 request.cancel()
+            if self.on_disconnect is not None:
+                try:
+                    self.on_disconnect(peer)
+                except Exception as exc:  # a listener's bug must not keep the socket open
+                    log.exception("remoting disconnect listener failed", server=self.name, peer=peer, error=repr(exc))
             writer.close()
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
             self._connections.discard(task)
 
+    async def send_oneway(self, peer: str, request: RemotingCommand) -> bool:
+        """Send a request of the server's own (RocketMQ's ``invokeOneway``: no answer awaited) on the connection of
+        ``peer``; False when that connection is gone."""
+        channel = self._channels.get(peer)
+        if channel is None:
+            return False
+        writer, lock = channel
+        request.opaque = next(self._opaque)
+        request.flag |= RPC_ONEWAY
+        data = encode(request)
+        async with lock:
+            if writer.is_closing():
+                return False
+            writer.write(data)
+            try:
+                # a client that stopped reading must not hold up the broker's check-backs and notifications
+                await asyncio.wait_for(writer.drain(), ONEWAY_DRAIN_TIMEOUT_S)
+            except (ConnectionError, TimeoutError):
+                return False
+        return True
+
     async def _answer(self, cmd: RemotingCommand, peer: str, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
         if cmd.is_response:
-            return  # answers to the server's own requests (none are sent yet)
+            return  # answers to the server's own requests (they are all sent oneway)
         framed = self.frames is not None and cmd.code == OrbitRequestCode.GRPC_UNARY
         handler = self.frames if framed and self.frames is not None else self.handler
         started = time.perf_counter()

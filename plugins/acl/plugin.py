@@ -26,6 +26,11 @@ class AclPlugin:
 
     @hookimpl
     def orbitmq_authenticate(self, request: AccessRequest) -> AccessContext:
+        creds = request.remoting
+        if creds is not None:  # a 4.x client's request: RocketMQ 4's signature over its ext fields and body
+            return self.validator.authenticate_remoting(
+                creds.access_key, creds.signature, creds.signed_content, request.remote_ip
+            )
         return self.validator.authenticate(request.headers, request.remote_ip)
 
     @hookimpl

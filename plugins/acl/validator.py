@@ -25,6 +25,9 @@ Authorization (``authorize``); any refusal is FORBIDDEN naming the account, the 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -115,6 +118,32 @@ class PlainAccessValidator:
                 Code.UNAUTHORIZED,
                 f"signature check failed for access key {account.access_key!r} "
                 f"(signed {DATE_TIME} {_shown(date_time)})",
+            )
+        return AccessContext(account.access_key, account)
+
+    def authenticate_remoting(
+        self, access_key: str, signature: str, signed_content: bytes, remote_ip: str
+    ) -> AccessContext:
+        """Check a RocketMQ 4 remoting request (PlainPermissionManager.validate's order): a globally white-listed
+        caller passes; otherwise ``AccessKey`` must name an account; the account's whiteRemoteAddress is trusted;
+        otherwise ``Signature`` must be HmacSHA1 (base64) of ``signed_content`` with the account's secret.
+        Raises UNAUTHORIZED naming what failed."""
+        config = self.config
+        if any(pattern.matches(remote_ip) for pattern in config.global_white_remote_addresses):
+            return AccessContext("", global_white=True)
+        if not access_key:
+            raise MQError(Code.UNAUTHORIZED, "no credentials: the request has no 'AccessKey' field")
+        account = config.accounts.get(access_key)
+        if account is None:
+            raise MQError(Code.UNAUTHORIZED, f"access key {_shown(access_key)} is not known")
+        if account.white_remote_address.matches(remote_ip):
+            return AccessContext(account.access_key, account, trusted_address=True)
+        expected = base64.b64encode(hmac.new(account.secret_key.encode(), signed_content, hashlib.sha1).digest())
+        if not signature or not hmac.compare_digest(expected, signature.encode()):
+            raise MQError(
+                Code.UNAUTHORIZED,
+                f"'Signature' check failed for access key {account.access_key!r} (HmacSHA1 over the ext fields "
+                "sorted by name, then the body)",
             )
         return AccessContext(account.access_key, account)
 

@@ -103,3 +103,15 @@ def test_group_policy_comes_from_live_masters_only() -> None:
     assert rim.unregister_broker("c", "b", 0, "h:2")
     policy = rim.group_policy("g")
     assert policy is not None and not policy.fifo
+
+
+def test_delete_topic_drops_routes_of_the_named_cluster_only() -> None:
+    rim = RouteInfoManager(broker_expired_s=10, clock=Clock())
+    rim.register_broker(reg("a", 0, "h:1", "t1", cluster="c1"))
+    rim.register_broker(reg("b", 0, "h:2", "t1", cluster="c2"))
+    assert rim.delete_topic("t1", "c1")
+    route = rim.route("t1")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["b"]
+    assert not rim.delete_topic("t1", "elsewhere")
+    assert rim.delete_topic("t1") and rim.route("t1") is None and "t1" not in rim.topics()
+    assert not rim.delete_topic("t1"), "nothing left to delete"

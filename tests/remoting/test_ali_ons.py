@@ -3,13 +3,12 @@ over the remoting protocol: send, push consume with a tag filter, and messages c
 
 from __future__ import annotations
 
+import hashlib
 import json
-import shutil
 import socket
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,66 +16,25 @@ import pytest
 import oms
 from orbitmq.remoting.codec import RemotingCommand, decode, encode
 from orbitmq.remoting.codes import RequestCode, ResponseCode
-from tests.conftest import BrokerFactory, BrokerHandle, NamesrvHandle
-from tests.procs import ROOT, ServerProcess, free_port
+from tests.conftest import BrokerHandle, NamesrvHandle
+from tests.remoting.raw import rocketmq_batch
+from tests.remoting.stack import DriverProcess, find_node, remoting_stack, run_driver
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-DRIVER = Path(__file__).with_name("ali_ons_driver.js")
-NODE_CLIENTS = ROOT / ".cache" / "node-clients"
-
 
 @pytest.fixture(scope="module")
 def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail("node is required for the remoting interop tests (Node 20 is part of the machine)")
-    subprocess.run(["bash", str(ROOT / "scripts" / "install_node_clients.sh")], check=True, timeout=600)
-    return found
+    return find_node()
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvHandle, str, BrokerHandle]]:
-    tmp = tmp_path_factory.mktemp("remoting")
-    factory = BrokerFactory(tmp)
-    try:
-        port, remoting = free_port(), free_port()
-        conf = tmp / "namesrv.conf"
-        conf.write_text(f"remotingListenPort={remoting}\n")
-        args = [sys.executable, "-m", "namesrv.cli", "-p", str(port), "--host", "127.0.0.1", "-c", str(conf)]
-        proc = ServerProcess(args, tmp / "namesrv.log").start()
-        proc.wait_port(port)
-        proc.wait_port(remoting)
-        ns = NamesrvHandle(port, proc)
-        options = {"remotingListenPort": str(free_port()), "messageDelayLevel": " ".join(["100ms"] * 18)}
-        broker = factory.broker(ns, name="remoting-a", options=options)  # short retry delays: retries in seconds
-        with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
-            wait_until(lambda: len(rm.cluster_list()) == 1, 20, what="the broker registered")
-        try:
-            yield ns, f"127.0.0.1:{remoting}", broker
-        finally:
-            proc.stop()
-    finally:
-        factory.stop_all()
-
-
-def run_driver(node: str, *args: str, timeout: float = 90, verbose: bool = False) -> list[dict[str, object]]:
-    done = subprocess.run(
-        [node, str(DRIVER), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={
-            "NODE_PATH": str(NODE_CLIENTS / "node_modules"),
-            "PATH": "/usr/bin:/bin:/usr/local/bin",
-            **({"ALI_ONS_VERBOSE": "1"} if verbose else {}),
-        },
-    )
-    if verbose:
-        print(done.stderr[-6000:], file=sys.stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    # short retry delays (levels 3+): retries in seconds; level 2 is 2 s for the delay-level test
+    levels = " ".join(["100ms", "2s"] + ["100ms"] * 16)
+    with remoting_stack(tmp_path_factory.mktemp("remoting"), {"messageDelayLevel": levels}) as st:
+        yield st.ns, st.remoting_ns, st.broker
 
 
 @pytest.mark.timeout(180)
@@ -158,12 +116,12 @@ def test_bad_input_gets_an_answer_or_closes_that_connection_only(stack) -> None:
             RemotingCommand(
                 RequestCode.SEND_MESSAGE_V2,
                 opaque=8,
-                ext_fields={"b": "RemotingT", "e": "0", "i": "TRAN_MSG\x01true\x02"},
+                ext_fields={"b": "RemotingT", "e": "0", "i": "TRAN_MSG\x01true\x02DELAY\x013\x02"},
                 body=b"half",
             ),
         )
-        assert half.code == ResponseCode.MESSAGE_ILLEGAL and "transactional" in (half.remark or ""), (
-            "never stored plain"
+        assert half.code == ResponseCode.MESSAGE_ILLEGAL and "'DELAY'" in (half.remark or ""), (
+            "a transactional message with a delay level is refused, never stored"
         )
         for garbage in (b"\xff\xff\xff\xff", struct.pack(">i", 64 * 1024 * 1024), struct.pack(">i", 6) + b"{{{{{{"):
             with socket.create_connection(("127.0.0.1", broker_port), timeout=10) as bad:
@@ -208,16 +166,6 @@ def test_ali_ons_failed_consumption_is_retried_then_dead_lettered(node: str, sta
         wait_until(dead_lettered, 30, what="the message in the group's DLQ after its last attempt")
 
 
-def _rocketmq_batch(bodies: list[bytes], properties: str) -> bytes:
-    """RocketMQ 4's MessageDecoder.encodeMessages: total, magic 0, body CRC 0 (none), flag, body, properties."""
-    out = b""
-    props = properties.encode()
-    for body in bodies:
-        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
-        out += struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", len(props)) + props
-    return out
-
-
 @pytest.mark.timeout(60)
 def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
     ns, _remoting_ns, broker = stack
@@ -226,7 +174,7 @@ def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
         rm.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        batch = _rocketmq_batch([b"b0", b"b1", b"b2"], "TAGS\x01TagBatch\x02")
+        batch = rocketmq_batch([b"b0", b"b1", b"b2"], "TAGS\x01TagBatch\x02")
         sent = _call(
             s,
             RemotingCommand(
@@ -235,7 +183,7 @@ def test_batch_sends_and_queue_locks_over_remoting(stack) -> None:
         )
         assert sent.code == ResponseCode.SUCCESS, sent.remark
         assert len(sent.ext_fields["msgId"].split(",")) == 3 and sent.ext_fields["queueId"] == "1"
-        delayed = _rocketmq_batch([b"x"], "DELAY\x013\x02")
+        delayed = rocketmq_batch([b"x"], "DELAY\x013\x02")
         refused = _call(
             s,
             RemotingCommand(
@@ -284,3 +232,115 @@ def test_query_by_key_and_view_by_id_over_remoting(stack) -> None:
             RemotingCommand(RequestCode.QUERY_MESSAGE, opaque=3, ext_fields={"topic": "RemotingQueryT", "key": "nope"}),
         )
         assert missing.code == ResponseCode.QUERY_NOT_FOUND and "nope" in (missing.remark or "")
+
+
+def _create_topic(ns: NamesrvHandle, topic: str, queues: int) -> None:
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.resource_manager() as rm:
+        rm.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def _max_offset(broker: BrokerHandle, topic: str, queue_id: int) -> int:
+    with socket.create_connection(("127.0.0.1", int(broker.options["remotingListenPort"])), timeout=10) as s:
+        header = {"topic": topic, "queueId": str(queue_id)}
+        answer = _call(s, RemotingCommand(RequestCode.GET_MAX_OFFSET, opaque=1, ext_fields=header))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return int(answer.ext_fields["offset"])
+
+
+@pytest.mark.timeout(120)
+def test_ali_ons_delay_level_holds_messages_back(node: str, stack) -> None:
+    ns, remoting_ns, broker = stack
+    topic = "RemotingDelayT"
+    _create_topic(ns, topic, 1)
+    sent = run_driver(node, "produce-delayed", remoting_ns, topic, "2", "2")  # level 2: 2 s on this broker
+    assert [s["status"] for s in sent] == ["SEND_OK"] * 2, sent
+    assert _max_offset(broker, topic, 0) == 0, "parked in SCHEDULE_TOPIC_XXXX, not yet in the topic"
+    consumed = run_driver(node, "consume", remoting_ns, topic, "GRemotingDelay", "*", "2", "60000")
+    assert sorted(str(c["body"]) for c in consumed) == ["ali-0", "ali-1"]
+    for c in consumed:
+        held_ms = int(str(c["storeTimestamp"])) - int(str(c["bornTimestamp"]))
+        assert held_ms >= 1900, f"stored in {topic} {held_ms} ms after it was sent: level 2 is 2 s"
+        assert c["topic"] == topic
+
+
+@pytest.mark.timeout(120)
+def test_ali_ons_sharding_keys_keep_order_per_queue(node: str, stack) -> None:
+    ns, remoting_ns, _broker = stack
+    topic, queues, per_key = "RemotingOrderT", 4, 5
+    _create_topic(ns, topic, queues)
+    # ali-ons picks queue md5(key)[:4] % queues but treats queue 0 as "no queue" (a falsy id): keys for 1..3 only
+    keys = [k for k in (f"order-{n}" for n in range(40)) if _ali_ons_shard(k, queues) != 0][:3]
+    sent = run_driver(node, "produce-ordered", remoting_ns, topic, ",".join(keys), str(per_key))
+    assert len(sent) == len(keys) * per_key and {s["status"] for s in sent} == {"SEND_OK"}
+    for i, s in enumerate(sent):
+        assert int(str(s["queueId"])) == _ali_ons_shard(keys[i % len(keys)], queues), "one queue per sharding key"
+
+    total = len(keys) * per_key
+    consumed = run_driver(node, "consume", remoting_ns, topic, "GRemotingOrder", "*", str(total), "60000")
+    assert len(consumed) == total
+    indexes = [int(str(c["body"]).split("-")[1]) for c in consumed]
+    for k in range(len(keys)):
+        of_key = [i for i in indexes if i % len(keys) == k]
+        assert of_key == sorted(of_key) and len(of_key) == per_key, f"{keys[k]} consumed in send order: {of_key}"
+
+
+def _ali_ons_shard(key: str, queues: int) -> int:
+    return int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "big") % queues
+
+
+@pytest.mark.timeout(180)
+def test_ali_ons_broadcasting_gives_every_client_every_message(node: str, stack, tmp_path: Path) -> None:
+    ns, remoting_ns, broker = stack
+    topic, group = "RemotingBroadcastT", "GRemotingBroadcast"
+    _create_topic(ns, topic, 2)
+    home = {"HOME": str(tmp_path)}  # ali-ons keeps broadcasting offsets in files under $HOME, per client
+    run_driver(node, "produce", remoting_ns, topic, "4")
+
+    def listen(instance: str, count: int) -> list[str]:
+        rows = run_driver(node, "broadcast", remoting_ns, topic, group, str(count), "60000", instance, env=home)
+        return sorted(str(r["body"]) for r in rows)
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.map(listen, ["client-a", "client-b"], [4, 4])
+    assert a == b == [f"ali-{i}" for i in range(4)], "each client of a broadcasting group gets every message"
+
+    # offsets are the client's own: client-a resumes where it stopped, and the broker holds none for the group
+    with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.create_producer() as producer:
+        for body in (b"late-0", b"late-1"):
+            producer.send(oms.BytesMessage(body, topic))
+    assert listen("client-a", 2) == ["late-0", "late-1"]
+    with socket.create_connection(("127.0.0.1", int(broker.options["remotingListenPort"])), timeout=10) as s:
+        for qid in (0, 1):
+            header = {"consumerGroup": group, "topic": topic, "queueId": str(qid)}
+            answer = _call(s, RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, opaque=qid + 1, ext_fields=header))
+            assert answer.code == ResponseCode.QUERY_NOT_FOUND, "broadcasting offsets never reach the broker"
+
+
+@pytest.mark.timeout(180)
+def test_ali_ons_consumer_follows_an_offset_reset_while_running(node: str, stack) -> None:
+    """mqadmin resetOffsetByTime over remoting while ali-ons consumes: its next pull is moved back (PULL_OFFSET_MOVED)
+    and it consumes the messages again."""
+    ns, remoting_ns, broker = stack
+    topic, group = "RemotingResetT", "GRemotingReset"
+    _create_topic(ns, topic, 1)
+    run_driver(node, "produce", remoting_ns, topic, "3")
+    consumer = DriverProcess(node, "consume", remoting_ns, topic, group, "*", "6", "90000")
+    try:
+        wait_until(lambda: len(consumer.rows) >= 3, 60, what="ali-ons consumed the three messages", interval=0.2)
+        port = int(broker.options["remotingListenPort"])
+        header = {"topic": topic, "group": group, "timestamp": "0", "isForce": "true"}
+
+        def reset() -> bool:
+            # the group's offset is committed by ali-ons a moment after consuming: retry until there is one
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                answer = _call(
+                    s, RemotingCommand(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, opaque=1, ext_fields=header)
+                )
+            return answer.code == ResponseCode.SUCCESS
+
+        wait_until(reset, 30, what="the reset accepted", interval=0.5)
+        assert consumer.wait(90) == 0, consumer.stderr()[-2000:]
+    finally:
+        consumer.stop()
+    bodies = [str(r["body"]) for r in consumer.rows]
+    assert sorted(bodies) == sorted(["ali-0", "ali-1", "ali-2"] * 2), bodies

@@ -73,3 +73,11 @@ def test_missing_and_malformed_header_fields_name_the_field() -> None:
     with pytest.raises(FrameError, match="header field 'queueId' is not a number"):
         cmd.int_field("queueId")
     assert cmd.int_field("maxMsgNums", 32) == 32
+
+
+def test_json_ext_fields_read_as_java_strings() -> None:
+    """ali-ons sends some header fields unquoted (booleans, numbers); RocketMQ reads them as Strings, and signatures
+    cover that spelling."""
+    header = json.dumps({"code": 310, "extFields": {"k": False, "m": True, "e": 3, "n": None}}).encode()
+    cmd = decode(struct.pack(">i", len(header)) + header)
+    assert cmd.ext_fields == {"k": "false", "m": "true", "e": "3", "n": ""}

@@ -13,7 +13,7 @@ from broker.plugins import BrokerPlugins
 from orbitmq.errors import MQError
 from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import RequestCode
-from orbitmq.topics import retry_topic
+from orbitmq.topics import is_retry_topic, retry_topic
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
@@ -65,7 +65,7 @@ def resources(cmd: RemotingCommand, broker_name: str) -> tuple[ResourceAccess, .
     if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
         topic = h.get("topic") if code == RequestCode.SEND_MESSAGE else h.get("b")
         # a send to a retry topic is a consumer's: SUB, which the plugin checks on the retry topic's group
-        return tuple(_topic(topic, Action.SUB if topic and topic.startswith("%RETRY%") else Action.PUB))
+        return tuple(_topic(topic, Action.SUB if topic and is_retry_topic(topic) else Action.PUB))
     if code == RequestCode.CONSUMER_SEND_MSG_BACK:
         return tuple(_group(h.get("group")))
     if code in (

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -522,6 +523,48 @@ async def bench_latency(
     }
 
 
+def bench_transports(addr: str, n: int, seconds: float, rounds: int = 3) -> dict[str, Any]:
+    """gRPC and the frame transport alternated round by round on one broker (back-to-back phases would favour the
+    first: a later one finds fuller index files): SendBatch, PullBatch of what was sent, and the 10k msg/s
+    SendBatch -> PullBatch latency; medians over the rounds, ratios frames / gRPC."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for r in range(rounds):
+        order = ("grpc", "frames") if r % 2 == 0 else ("frames", "grpc")
+        for t in order:
+            topic = f"BenchAB{t.capitalize()}{r}T"
+            runs.setdefault(f"send_batch_{t}", []).append(
+                asyncio.run(bench_send_batch(addr, topic, n, 1024, 4, transport=t))
+            )
+            runs.setdefault(f"pull_batch_{t}", []).append(asyncio.run(bench_pull_batch(addr, topic, 1024, transport=t)))
+            runs.setdefault(f"latency_{t}", []).append(
+                asyncio.run(
+                    bench_latency(
+                        addr, f"BenchABLat{t.capitalize()}{r}T", 10_000, seconds,
+                        consumer="pull_batch", sender="send_batch", transport=t,
+                    )
+                )
+            )  # fmt: skip
+
+    def median(name: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[name])
+
+    summary: dict[str, Any] = {"rounds": rounds, "messages_per_round": n}
+    for t in ("grpc", "frames"):
+        summary[f"send_batch_{t}_msgs_per_s"] = round(median(f"send_batch_{t}", "msgs_per_s"))
+        summary[f"pull_batch_{t}_msgs_per_s"] = round(median(f"pull_batch_{t}", "msgs_per_s"))
+        summary[f"latency_{t}_ms_p50"] = round(median(f"latency_{t}", "latency_ms_p50"), 3)
+        summary[f"latency_{t}_ms_p99"] = round(median(f"latency_{t}", "latency_ms_p99"), 3)
+    summary["send_batch_frames_over_grpc"] = round(
+        summary["send_batch_frames_msgs_per_s"] / summary["send_batch_grpc_msgs_per_s"], 2
+    )
+    summary["pull_batch_frames_over_grpc"] = round(
+        summary["pull_batch_frames_msgs_per_s"] / summary["pull_batch_grpc_msgs_per_s"], 2
+    )
+    p99_grpc, p99_frames = summary["latency_grpc_ms_p99"], summary["latency_frames_ms_p99"]
+    summary["latency_p99_grpc_over_frames"] = round(p99_grpc / p99_frames, 2) if p99_frames else None
+    return {"summary": summary, "runs": runs}
+
+
 class _EmptyStreamer(service_pb2_grpc.MessagingServiceServicer):
     """PullMessage that streams prebuilt messages: the gRPC streaming ceiling, no broker work at all."""
 
@@ -588,21 +631,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                 )
             )
             # The frame transport (oms's default towards an OrbitMQ broker) against gRPC, same broker, same run.
-            send_batch_frames = asyncio.run(
-                bench_send_batch(broker.addr, "BenchSendBatchFramesT", n_batched, 1024, 4, transport="frames")
-            )
-            pull_batch_frames = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024, transport="frames"))
-            latency_frames = asyncio.run(
-                bench_latency(
-                    broker.addr,
-                    "BenchLatFramesT",
-                    10_000,
-                    seconds,
-                    consumer="pull_batch",
-                    sender="send_batch",
-                    transport="frames",
-                )
-            )
+            transports = bench_transports(broker.addr, n_batched // 2, seconds)
         finally:
             broker.stop()
     ceiling = bench_stream_ceiling(5_000 if quick else 30_000)
@@ -628,14 +657,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "e2e_latency_ms_p99_at_10k_pull_batch": latency_batch["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p50"],
         "e2e_latency_ms_p99_at_10k_send_batch_pull_batch": latency_batched["latency_ms_p99"],
-        "frames": {
-            "send_batch_produce_msgs_per_s": send_batch_frames["msgs_per_s"],
-            "send_batch_over_grpc_ratio": round(send_batch_frames["msgs_per_s"] / send_batch["msgs_per_s"], 2),
-            "pull_batch_consume_msgs_per_s": pull_batch_frames["msgs_per_s"],
-            "pull_batch_over_grpc_ratio": round(pull_batch_frames["msgs_per_s"] / pull_batch["msgs_per_s"], 2),
-            "e2e_latency_ms_p50_at_10k_send_batch_pull_batch": latency_frames["latency_ms_p50"],
-            "e2e_latency_ms_p99_at_10k_send_batch_pull_batch": latency_frames["latency_ms_p99"],
-        },
+        "frames": transports["summary"],
         "targets": {"batched_produce": 200_000, "pull_consume": 200_000, "receive_ack": 40_000, "e2e_p99_ms": 5.0},
     }
     # The peers (Redis Streams, RabbitMQ, NATS JetStream) in the same run, after our broker has stopped, so the
@@ -645,11 +667,12 @@ def run(quick: bool = False) -> dict[str, Any]:
     summary["peers"] = bench_peers.compare(
         peers, best_produce, pull_batch["msgs_per_s"], latency_batched["latency_ms_p99"]
     )
+    frames = transports["summary"]
     summary["peers_frames"] = bench_peers.compare(
         peers,
-        send_batch_frames["msgs_per_s"],
-        pull_batch_frames["msgs_per_s"],
-        latency_frames["latency_ms_p99"],
+        frames["send_batch_frames_msgs_per_s"],
+        frames["pull_batch_frames_msgs_per_s"],
+        frames["latency_frames_ms_p99"],
     )
     # BatchCQ keeps per-message offsets, consumption and acks, but not a per-message key index: compared apart.
     summary["peers_batch_cq"] = bench_peers.compare(peers, send_batch_cq["msgs_per_s"], pull_batch_cq["msgs_per_s"])
@@ -672,9 +695,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "latency": latency,
         "latency_pull_batch": latency_batch,
         "latency_send_batch_pull_batch": latency_batched,
-        "send_batch_produce_frames": send_batch_frames,
-        "pull_batch_frames": pull_batch_frames,
-        "latency_send_batch_pull_batch_frames": latency_frames,
+        "transports": transports,
     }
 
 

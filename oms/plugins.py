@@ -6,7 +6,8 @@ Interceptors may be plain objects: methods named like a hook count as implementa
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
@@ -24,10 +25,35 @@ _HOOK_NAMES = frozenset(n for n in vars(hookspecs) if n.startswith("oms_"))
 
 class ClientPluginManager(pluggy.PluginManager):
     def __init__(self, load_entry_points: bool = True) -> None:
+        # told of every (un)registration: ``Hooks`` caches which hooks are implemented (asked once per message)
+        self._listeners: list[weakref.WeakMethod[Callable[[], None]]] = []
         super().__init__(hookspecs.PROJECT)
         self.add_hookspecs(hookspecs)
         if load_entry_points:
             self.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        registered = super().register(plugin, name)
+        self._changed()
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        removed = super().unregister(plugin, name)
+        self._changed()
+        return removed
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (a bound method, held weakly: clients come and go) after each (un)registration."""
+        self._listeners.append(weakref.WeakMethod(listener))
+
+    def _changed(self) -> None:
+        alive = []
+        for ref in self._listeners:
+            listener = ref()
+            if listener is not None:
+                listener()
+                alive.append(ref)
+        self._listeners = alive
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
         opts = super().parse_hookimpl_opts(plugin, name)
@@ -42,9 +68,23 @@ class Hooks:
 
     def __init__(self, *managers: pluggy.PluginManager) -> None:
         self._managers = managers
+        # asked per message on the send and consume paths: answers cached until a manager's plugins change
+        self._cacheable = all(isinstance(m, ClientPluginManager) for m in managers)
+        self._known: dict[str, bool] = {}
+        for m in managers:
+            if isinstance(m, ClientPluginManager):
+                m.on_change(self._forget)
+
+    def _forget(self) -> None:
+        self._known = {}
 
     def _has(self, name: str) -> bool:
-        return any(getattr(m.hook, name).get_hookimpls() for m in self._managers)
+        known = self._known.get(name) if self._cacheable else None
+        if known is None:
+            known = any(getattr(m.hook, name).get_hookimpls() for m in self._managers)
+            if self._cacheable:
+                self._known[name] = known
+        return known
 
     def observes_sends(self) -> bool:
         """Whether a plugin implements ``oms_before_send`` or ``oms_after_send`` (they need message objects)."""

@@ -212,18 +212,9 @@ def send_batch_results(
             Code.INTERNAL_ERROR, f"{where}: {len(response.commitlog_offsets)} results for {len(wires)} messages"
         )
     first = int(response.first_queue_offset)
-    queue_id = queue.queue.queue_id if pinned else ANY_QUEUE
-    return [
-        SendResult(
-            message_id=wire.message_id,
-            topic=wire.topic,
-            # the queue a selector chose; else ANY_QUEUE, as v2 SendMessage's results say
-            queue=MessageQueue(wire.topic, queue.broker_name, queue_id),
-            queue_offset=first + i,
-            status=status,
-        )
-        for i, wire in enumerate(wires)
-    ]
+    # the queue a selector chose; else ANY_QUEUE, as v2 SendMessage's results say (one topic: one queue object)
+    where_stored = MessageQueue(wires[0].topic, queue.broker_name, queue.queue.queue_id if pinned else ANY_QUEUE)
+    return [SendResult(wire.message_id, wire.topic, where_stored, first + i, status) for i, wire in enumerate(wires)]
 
 
 class Sender:

@@ -342,6 +342,27 @@ def test_plain_objects_and_marked_plugins_implement_hooks():
     assert seen == ["plain-before", "marked-after"]
 
 
+def test_hooks_see_plugins_registered_and_removed_after_their_first_use():
+    """Which hooks are implemented is cached (asked once per message); a change of either manager shows at once."""
+    seen: list[str] = []
+
+    class Late:
+        def oms_before_send(self, message):
+            seen.append(message.get_body(str))
+
+    shared, own = ClientPluginManager(load_entry_points=False), ClientPluginManager(load_entry_points=False)
+    hooks = Hooks(shared, own)
+    hooks.before_send(oms.BytesMessage(b"nobody", "T"))
+    late = Late()
+    own.register(late)
+    hooks.before_send(oms.BytesMessage(b"own", "T"))
+    own.unregister(late)
+    hooks.before_send(oms.BytesMessage(b"gone", "T"))
+    shared.register(late)
+    hooks.before_send(oms.BytesMessage(b"shared", "T"))
+    assert seen == ["own", "shared"]
+
+
 def test_third_party_plugins_load_from_the_entry_point_group(tmp_path, monkeypatch):
     (tmp_path / "oms_fake_plugin.py").write_text(
         "import oms\nSEEN = []\n@oms.hookimpl\ndef oms_before_send(message):\n    SEEN.append(message.get_body(str))\n"

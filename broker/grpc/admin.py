@@ -18,6 +18,7 @@ from broker import access
 from broker.config import RUNTIME_UPDATABLE_KEYS
 from broker.context import BrokerContext
 from broker.grpc.errors import guarded
+from broker.runtime_info import runtime_info
 from broker.store.message import MessageExt
 from broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.config import ConfigError, apply_runtime_updates, config_strings
@@ -345,27 +346,7 @@ class AdminServicer(admin_pb2_grpc.AdminServicer):
     async def BrokerRuntimeInfo(self, request: Any, context: Any) -> admin_pb2.BrokerRuntimeInfoResponse:
         async def run() -> admin_pb2.BrokerRuntimeInfoResponse:
             access.check_admin(self.ctx.plugins, context, "BrokerRuntimeInfo", self.ctx.broker_name)
-            ctx, store = self.ctx, self.ctx.store
-            info = {
-                "brokerName": ctx.broker_name,
-                "brokerId": str(ctx.config.brokerId),
-                "clusterName": ctx.config.brokerClusterName,
-                "brokerAddr": ctx.broker_addr,
-                "flushDiskType": store.config.flushDiskType.value,
-                "commitLogMinOffset": str(store.get_min_phy_offset()),
-                "commitLogMaxOffset": str(store.get_max_phy_offset()),
-                "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
-                "putMessageTotal": str(store.stats.put_messages),
-                "getMessageTotal": str(store.stats.got_messages),
-                "corruptRecordTotal": str(store.corrupt_records),
-                "topicCount": str(len(ctx.topics.user_topics())),
-                "groupCount": str(len(ctx.groups.all())),
-                "clientCount": str(len(ctx.telemetry.clients())),
-                "longPollingWaiting": str(ctx.long_polling.waiting),
-                "timerPending": str(ctx.timer.pending if ctx.timer else 0),
-                "namesrvAddr": ctx.config.namesrvAddr,
-                **(ctx.ha.runtime_info() if ctx.ha is not None else {}),
-            }
+            info = runtime_info(self.ctx)
             return admin_pb2.BrokerRuntimeInfoResponse(status=_ok(), info=info)
 
         return await guarded("BrokerRuntimeInfo", admin_pb2.BrokerRuntimeInfoResponse, run, _status)

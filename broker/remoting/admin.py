@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config import RUNTIME_UPDATABLE_KEYS
 from broker.remoting.clients import RemotingClients
+from broker.runtime_info import runtime_info
 from broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.config import ConfigError, apply_runtime_updates, config_strings
 from orbitmq.errors import Code, MQError
@@ -239,27 +240,11 @@ class RemotingAdmin:
         return self._ok(cmd)
 
     async def runtime_info(self, cmd: RemotingCommand, peer: str) -> RemotingCommand:
-        ctx, store = self.ctx, self.ctx.store
         table = {
             "brokerVersion": str(OUR_VERSION),
             "brokerVersionDesc": f"OrbitMQ (remoting version {OUR_VERSION})",
-            "brokerActive": str(not ctx.config.is_slave).lower(),
-            "brokerName": ctx.broker_name,
-            "brokerId": str(ctx.config.brokerId),
-            "clusterName": ctx.config.brokerClusterName,
-            "brokerAddr": ctx.broker_addr,
-            "flushDiskType": store.config.flushDiskType.value,
-            "commitLogMinOffset": str(store.get_min_phy_offset()),
-            "commitLogMaxOffset": str(store.get_max_phy_offset()),
-            "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
-            "putMessageTotal": str(store.stats.put_messages),
-            "getMessageTotal": str(store.stats.got_messages),
-            "topicCount": str(len(ctx.topics.user_topics())),
-            "groupCount": str(len(ctx.groups.all())),
-            "remotingClientCount": str(len(self.clients.all())),
-            "clientCount": str(len(ctx.telemetry.clients())),
-            "timerPending": str(ctx.timer.pending if ctx.timer else 0),
-            "halfMessages": str(ctx.transactions.pending if ctx.transactions else 0),
+            "brokerActive": str(not self.ctx.config.is_slave).lower(),
+            **runtime_info(self.ctx),
         }
         return self._ok(cmd, fastjson({"table": table}))
 

@@ -30,13 +30,14 @@ from orbitmq.proto import (
     transport_pb2,
     transport_pb2_grpc,
 )
-from orbitmq.remoting.codec import RemotingCommand, decode, encode
+from orbitmq.remoting.codec import RemotingCommand
 from orbitmq.remoting.codes import ResponseCode, SerializeType
 from orbitmq.remoting.grpc_frames import MAX_FRAME_BODY_BYTES, METHOD_FIELD, OrbitRequestCode
 from orbitmq.v2.signature import signing_metadata
 from tests.broker.v2client import METADATA
 from tests.conftest import BrokerHandle
 from tests.oms.helpers import bodies
+from tests.remoting.client import remoting_call
 from tests.waiting import wait_until
 
 SEND_BATCH = "/orbitmq.produce.Produce/SendBatch"
@@ -201,22 +202,6 @@ def test_a_silent_or_absent_server_fails_the_call_in_time() -> None:
     asyncio.run(scenario())
 
 
-def _raw_call(host: str, port: int, cmd: RemotingCommand) -> RemotingCommand:
-    with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(encode(cmd))
-        (total,) = struct.unpack(">i", _read(sock, 4))
-        return decode(_read(sock, total))
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
-
-
 def test_bad_frames_get_clear_answers(shared_broker: BrokerHandle) -> None:
     host, port = frames_addr(shared_broker.addr)
 
@@ -228,7 +213,7 @@ def test_bad_frames_get_clear_answers(shared_broker: BrokerHandle) -> None:
             body=body,
             serialize_type=SerializeType.ROCKETMQ,
         )
-        return _raw_call(host, port, cmd)
+        return remoting_call(port, cmd)
 
     garbage = call(SEND_BATCH, b"\xff\xff\xff\xff")
     assert garbage.code == ResponseCode.SYSTEM_ERROR and garbage.opaque == 7

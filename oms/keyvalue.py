@@ -39,6 +39,11 @@ class KeyValue(MutableMapping[str, str]):
             raise TypeError(f"KeyValue keys are non-empty strings, got {key!r}")
         self._data[key] = _to_string(key, value)
 
+    def set_trusted(self, key: str, value: str) -> None:
+        """Set a string the library made itself (a message id), without the checks ``__setitem__`` makes for
+        values that come from users: the producer stamps one per message."""
+        self._data[key] = value
+
     def get(self, key: str, default: Any = None) -> Any:
         # Mapping.get goes through __getitem__ and KeyError: the producer reads ~25 headers per message.
         return self._data.get(key, default)

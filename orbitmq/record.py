@@ -36,7 +36,8 @@ PROPERTY_SEPARATOR = "\x02"
 def encode_properties(properties: dict[str, str]) -> bytes:
     if not properties:
         return b""
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items()).encode("utf-8")
+    # joins in C: this runs for every message a client batches and every record the broker encodes
+    return (PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, properties.items())) + PROPERTY_SEPARATOR).encode()
 
 
 def decode_properties(raw: bytes | bytearray | memoryview) -> dict[str, str]:

@@ -122,14 +122,7 @@ class AsyncProducer:
             return []
         timeout_s = p._timeout(attributes, timeout)
         results: list[SendResult | None] = [None] * len(batch)
-        wires: list[WireMessage] = []
-        try:
-            for m in batch:
-                wires.append(p._prepare(m))  # a refused member stops the batch before anything is sent
-        except OMSException as exc:
-            for m in batch[: len(wires)]:
-                p._hooks.after_send(m, None, exc)
-            raise
+        wires = p._prepare_batch(batch)
         try:
             for chunk in split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES):
                 sent = await self._send(core, [wires[i] for i in chunk], timeout_s, None, fast_batch=True)

@@ -26,6 +26,7 @@ from oms.keys import BuiltinKeys, NonStandardKeys, OMSBuiltinKeys
 from oms.keyvalue import KeyValue
 from oms.lifecycle import MessagingClient, callback_pool, stop_callback_pool
 from oms.message import BytesMessage
+from oms.producer.columns import plain_message_wires
 from oms.producer.result import SendResult, TransactionResolution
 from oms.producer.sender import Sender
 from oms.producer.transaction import Checker, answer_check, end_transaction_request, orphan_of
@@ -114,6 +115,30 @@ class ProducerBase(MessagingClient):
             stop_callback_pool(self._callbacks, self, "producer")
 
     # -- messages -----------------------------------------------------------------------------------------------
+
+    def _prepare_batch(self, batch: list[BytesMessage]) -> list[WireMessage]:
+        """``_prepare`` for every message of a batch; a refused one stops the batch before anything is sent.
+
+        Plain messages, with no hook watching sends, are checked and converted together (``plain_message_wires``:
+        the same checks, an id each, a fraction of the per-message work)."""
+        if not self._namespace and not self._hooks.observes_sends():
+            plain = plain_message_wires(
+                batch,
+                born_host=self._born_host,
+                max_message_size=self.config.max_message_size,
+                compress_over=self.config.compress_msg_body_over_howmuch,
+            )
+            if plain is not None:
+                return plain
+        wires: list[WireMessage] = []
+        try:
+            for m in batch:
+                wires.append(self._prepare(m))
+        except OMSException as exc:
+            for m in batch[: len(wires)]:  # already seen by oms_before_send: they will not be sent
+                self._hooks.after_send(m, None, exc)
+            raise
+        return wires
 
     def _prepare(self, message: BytesMessage, transactional: bool = False) -> WireMessage:
         """Give the message its id, run ``oms_before_send`` (it may add headers), then validate and convert.

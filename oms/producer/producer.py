@@ -193,14 +193,7 @@ class Producer(ProducerBase):
             return []
         timeout_s = self._timeout(attributes, timeout)
         results: list[SendResult | None] = [None] * len(batch)
-        wires: list[WireMessage] = []
-        try:
-            for m in batch:
-                wires.append(self._prepare(m))  # a refused member stops the batch before anything is sent
-        except OMSException as exc:
-            for m in batch[: len(wires)]:  # already seen by oms_before_send: they will not be sent
-                self._hooks.after_send(m, None, exc)
-            raise
+        wires = self._prepare_batch(batch)
         pinned = self._pin_all(wires, selector, arg, timeout_s, batch) if selector is not None else None
         chunks = split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES)
         try:

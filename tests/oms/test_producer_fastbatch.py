@@ -16,6 +16,7 @@ from oms.client.endpoints import Endpoint
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage, to_wire
 from oms.producer.base import ProducerBase
+from oms.producer.columns import plain_message_wires
 from oms.producer.sender import send_batch_request, send_batch_results
 from oms.queue import MessageQueue
 from orbitmq.errors import Code
@@ -223,3 +224,90 @@ def test_a_refused_send_batch_answer_raises_the_broker_code() -> None:
         (7, oms.SendStatus.FLUSH_DISK_TIMEOUT, wires[0].message_id),
         (8, oms.SendStatus.FLUSH_DISK_TIMEOUT, wires[1].message_id),
     ]
+
+
+def _plain_messages(topic: str, n: int, prefix: str) -> list[oms.BytesMessage]:
+    """Messages ``plain_message_wires`` takes: a topic, maybe a tag, maybe keys, no user headers."""
+    return [
+        oms.BytesMessage(
+            f"{prefix}-{i}", topic, tags=f"Tag{i % 3}" if i % 4 else None, keys=[f"k{i}", "shared"] if i % 2 else None
+        )
+        for i in range(n)
+    ]
+
+
+def _comparable(wire: WireMessage) -> tuple[Any, ...]:
+    """A wire message without what differs from one conversion to the next (its id, its born time)."""
+    props = dict(wire.batch_properties or {})
+    props.pop("UNIQ_KEY")
+    pb = definition_pb2.Message()
+    pb.CopyFrom(wire.pb)
+    pb.system_properties.ClearField("message_id")
+    pb.system_properties.ClearField("born_timestamp")
+    return wire.topic, wire.body, wire.message_type, props, pb.SerializeToString(deterministic=True)
+
+
+def test_plain_batches_convert_as_to_wire_converts() -> None:
+    limits = {"born_host": "127.0.0.1", "max_message_size": 1 << 20, "compress_over": 4096}
+    batch = _plain_messages("T", 12, "p")
+    batch[0].sys_headers()["MESSAGE_ID"] = "an id it had"  # replaced, as to_wire replaces it
+    twins = _plain_messages("T", 12, "p")
+    wires = plain_message_wires(batch, **limits)
+    assert wires is not None
+    assert [w.message_id for w in wires] == [m.message_id for m in batch]  # each message got its new id
+    assert len({w.message_id for w in wires}) == 12 and "an id it had" not in {w.message_id for w in wires}
+    for wire, twin in zip(wires, twins, strict=True):
+        assert wire.batch_properties is not None and wire.batch_properties["UNIQ_KEY"] == wire.message_id
+        assert wire.source is not None and wire.pb.system_properties.message_id == wire.message_id
+        assert _comparable(wire) == _comparable(to_wire(twin, **limits))
+
+    # anything more than plain: None, and send_batch converts message by message
+    later = int(time.time() * 1000) + 60_000
+    for other in (
+        oms.BytesMessage(b"x", "T", user_headers={"p": 1}),
+        oms.BytesMessage(b"x", "T", sharding_key="g"),
+        oms.BytesMessage(b"x", "T", start_time=later),
+        oms.BytesMessage(b"x", "T", delay_level=2),
+        oms.BytesMessage(b"z" * 5000, "T"),  # over the compression threshold
+        oms.BytesMessage(b"x", "T", sys_headers={"PRIORITY": 1}),  # unsupported: to_wire says why
+    ):
+        assert plain_message_wires([*_plain_messages("T", 3, "p"), other], **limits) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        oms.BytesMessage(b"x", "T", tags=""),
+        oms.BytesMessage(b"x", "T", tags="a|b"),
+        oms.BytesMessage(b"x", "T", keys=["bad\x01key"]),
+        oms.BytesMessage(b"x", "bad topic!"),
+        oms.BytesMessage(b"x", ""),
+        oms.BytesMessage(b"", "T"),
+        oms.BytesMessage(b"y" * 2048, "T"),
+    ],
+)
+def test_a_refused_plain_message_raises_what_to_wire_raises(message: oms.BytesMessage) -> None:
+    limits = {"born_host": "127.0.0.1", "max_message_size": 1024, "compress_over": 0}
+    with pytest.raises(oms.OMSException) as expected:
+        to_wire(message, **limits)
+    with pytest.raises(type(expected.value)) as got:
+        plain_message_wires([*_plain_messages("T", 2, "ok"), message], **limits)
+    assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_plain_batches_store_what_v2_stores(shared_broker, fast_producer):
+    calls = SendBatchCalls(fast_producer)
+    batch = _plain_messages("OmsPlain", 200, "plain")
+    results = fast_producer.send_batch(batch)
+    assert len(calls.answers) == 1 and calls.answers[0] is not None
+    assert [r.message_id for r in results] == [m.message_id for m in batch] and all(r.ok for r in results)
+    stored = stored_by_id(shared_broker.addr, "OmsPlain")
+    twins = _plain_messages("OmsPlainTwin", 200, "plain")
+    for twin in twins:
+        fast_producer.send(twin)
+    twin_stored = stored_by_id(shared_broker.addr, "OmsPlainTwin")
+    for result, twin in zip(results, twins, strict=True):
+        assert stored[result.message_id][1].system_properties.queue_offset == result.queue_offset
+        assert _record(stored[result.message_id][1]) == _record(twin_stored[str(twin.message_id)][1])

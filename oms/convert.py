@@ -87,7 +87,7 @@ class WireMessage:
         message_type: int,
         body: bytes,
         message_id: str,
-        make: Callable[[], definition_pb2.Message],
+        make: Callable[[WireMessage], definition_pb2.Message],
         batch_properties: dict[str, str] | None = None,
     ) -> None:
         self.source = source
@@ -98,7 +98,7 @@ class WireMessage:
         # A plain message (normal, uncompressed, no namespace) as ``Produce/SendBatch`` stores it: the properties
         # the broker's v2 conversion would store, so either path stores the same record. None: v2 SendMessage only.
         self.batch_properties = batch_properties
-        self._make: Callable[[], definition_pb2.Message] | None = make
+        self._make: Callable[[WireMessage], definition_pb2.Message] | None = make
         self._pb: definition_pb2.Message | None = None
 
     @property
@@ -110,7 +110,7 @@ class WireMessage:
         """The v2 message (built once; ordered sends change its system properties in place)."""
         if self._pb is None:
             assert self._make is not None
-            self._pb, self._make = self._make(), None
+            self._pb, self._make = self._make(self), None
         return self._pb
 
 
@@ -322,7 +322,7 @@ def to_wire(
         if keys:
             batch_properties[mc.PROPERTY_KEYS] = mc.KEY_SEPARATOR.join(keys)
         batch_properties[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
-    return WireMessage(message, topic, int(message_type), body, mid, build, batch_properties)
+    return WireMessage(message, topic, int(message_type), body, mid, lambda _wire: build(), batch_properties)
 
 
 def decode_body(body: bytes, encoding: int) -> bytes:

@@ -7,7 +7,7 @@ the properties go straight into the ``Produce/SendBatch`` form, the v2 protobuf 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rocketmq.grpc_protocol import definition_pb2
 
@@ -42,12 +42,11 @@ class _PlainRows:
     """Validates and converts plain rows of one call: the checks ``to_wire`` makes, with each topic and tag
     checked once per call (a batch mostly repeats them)."""
 
-    __slots__ = ("born_host", "checked_tags", "checked_topics", "max_message_size", "now_ms")
+    __slots__ = ("checked_tags", "checked_topics", "max_message_size", "v2")
 
     def __init__(self, born_host: str, max_message_size: int) -> None:
-        self.born_host = born_host
         self.max_message_size = max_message_size
-        self.now_ms = int(time.time() * 1000)
+        self.v2 = _PlainV2(born_host, int(time.time() * 1000))
         self.checked_topics: set[str] = set()
         self.checked_tags: dict[str, int] = {}  # tag -> its UTF-8 size
 
@@ -86,35 +85,38 @@ class _PlainRows:
         mid = new_message_id()
         # the order of the broker's from_v2_message (user properties, tag, keys, id), as to_wire gives it
         props[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
-        make = _v2_builder(topic, body, mid, self.born_host, self.now_ms, tag, key_list, dict(user) if user else {})
-        return WireMessage(source, topic, definition_pb2.NORMAL, body, mid, make, props)
+        return WireMessage(source, topic, definition_pb2.NORMAL, body, mid, self.v2, props)
 
 
-def _v2_builder(
-    topic: str,
-    body: bytes,
-    mid: str,
-    born_host: str,
-    born_ms: int,
-    tag: str | None,
-    keys: list[str],
-    user: dict[str, str],
-) -> Callable[[], definition_pb2.Message]:
-    """The v2 message of a plain row, built only if a broker without ``Produce/SendBatch`` needs it (a closure
-    costs a fraction of a ``functools.partial`` with a dozen keywords, paid for every row)."""
-    return lambda: v2_message(
-        topic=topic,
-        namespace="",
-        body=body,
-        message_id=mid,
-        born_host=born_host,
-        message_type=definition_pb2.NORMAL,
-        encoding=definition_pb2.IDENTITY,
-        born_ms=born_ms,
-        tag=tag,
-        keys=keys,
-        properties=user,
-    )
+class _PlainV2:
+    """Builds a plain row's v2 message from the wire message itself, only if a broker without
+    ``Produce/SendBatch`` needs it: one builder per call, not an object (and its cells) per row."""
+
+    __slots__ = ("born_host", "born_ms")
+
+    def __init__(self, born_host: str, born_ms: int) -> None:
+        self.born_host = born_host
+        self.born_ms = born_ms
+
+    def __call__(self, wire: WireMessage) -> definition_pb2.Message:
+        props = wire.batch_properties or {}
+        keys = props.get(mc.PROPERTY_KEYS)
+        return v2_message(
+            topic=wire.topic,
+            namespace="",
+            body=wire.body,
+            message_id=wire.message_id,
+            born_host=self.born_host,
+            message_type=definition_pb2.NORMAL,
+            encoding=definition_pb2.IDENTITY,
+            born_ms=self.born_ms,
+            tag=props.get(mc.PROPERTY_TAGS),
+            keys=keys.split(mc.KEY_SEPARATOR) if keys else [],
+            properties={k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES},
+        )
+
+
+_SYSTEM_PROPERTIES = frozenset({mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
 
 
 def plain_wires(

@@ -16,7 +16,7 @@ from oms.client.endpoints import Endpoint
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage, to_wire
 from oms.producer.base import ProducerBase
-from oms.producer.columns import plain_message_wires
+from oms.producer.columns import plain_message_wires, plain_wires
 from oms.producer.sender import send_batch_request, send_batch_results
 from oms.queue import MessageQueue
 from orbitmq.errors import Code
@@ -260,6 +260,16 @@ def test_plain_batches_convert_as_to_wire_converts() -> None:
         assert wire.batch_properties is not None and wire.batch_properties["UNIQ_KEY"] == wire.message_id
         assert wire.source is not None and wire.pb.system_properties.message_id == wire.message_id
         assert _comparable(wire) == _comparable(to_wire(twin, **limits))
+
+    # rows of send_columns with user properties too: the v2 message a broker without SendBatch would get
+    rows = plain_wires("T", [b"a", b"b"], ["t", None], [["k1", "k2"], None], [{"color": "red"}, None], **limits)
+    assert rows is not None
+    twins = [
+        oms.BytesMessage(b"a", "T", tags="t", keys=["k1", "k2"], user_headers={"color": "red"}),
+        oms.BytesMessage(b"b", "T"),
+    ]
+    for row, twin in zip(rows, twins, strict=True):
+        assert _comparable(row) == _comparable(to_wire(twin, **limits))
 
     # anything more than plain: None, and send_batch converts message by message
     later = int(time.time() * 1000) + 60_000

@@ -3,6 +3,7 @@ transport (basic use, exchange types, TTL, priority, ack/reject/requeue), plus i
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import json
@@ -18,7 +19,7 @@ import oms
 from tests.celery.conftest import INVISIBLE_S
 from tests.conftest import BrokerHandle
 from transports.celery.options import TransportOptions, topic_for_queue
-from transports.celery.transport import BrokerUnreachable
+from transports.celery.transport import BrokerUnreachable, CreditWaiter, Settle
 
 pytestmark = pytest.mark.integration
 
@@ -273,6 +274,43 @@ def test_prefetch_one_holds_one(conn: Connection, qname: str) -> None:
         conn.drain_events(timeout=10)
         assert len(got) == 2
         got[1].ack()
+    channel.close()
+
+
+@pytest.mark.timeout(60)
+def test_freed_credit_wakes_every_fetcher_waiting_for_it_and_only_then(conn: Connection) -> None:
+    """Fetchers (one per consumed queue) wait on the I/O loop for their channel's credit; the thread that frees credit
+    wakes each of them once what it waits for is free, and no earlier (a wake-up per ack is what this design saves)."""
+    channel = conn.channel()
+    channel.basic_qos(0, 4, False)
+    io = conn.transport._io_loop()
+    a, b = CreditWaiter(io), CreditWaiter(io)
+    assert channel._take_credits(4, False, a) == 4  # a receive in flight may bring all four
+    assert channel._take_credits(4, False, a) == 0 and a.need == 1
+    assert channel._take_credits(4, False, b) == 0 and b.need == 1
+
+    async def woken(waiter: CreditWaiter) -> bool:
+        try:
+            await asyncio.wait_for(waiter.event.wait(), 2.0)
+        except TimeoutError:
+            return False
+        return True
+
+    channel._received(4, [], buffered=True)  # the receive brought nothing: its credit comes back to both waiters
+    assert io.submit(woken(a)).result(5) and io.submit(woken(b)).result(5)
+    assert not channel._credit_waiters
+
+    # with one credit free, a waiter lingers for half the prefetch: freeing nothing more must not wake it
+    channel._reserved = 3
+    a.event.clear()
+    assert channel._take_credits(4, False, a) == 0 and a.need == 2
+    channel._settle("not-held", Settle.ACK)  # settles nothing: the credit is unchanged
+    assert not io.submit(woken(a)).result(5)
+    channel._reserved = 2  # a second credit comes back
+    channel._settle("not-held", Settle.ACK)
+    assert io.submit(woken(a)).result(5)
+    assert channel._take_credits(4, False, a) == 2  # half the prefetch: taken without lingering
+    channel._reserved = 0
     channel.close()
 
 

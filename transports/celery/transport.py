@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import datetime as dt
 import hashlib
@@ -22,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from queue import Empty, SimpleQueue
+from queue import Empty
 from typing import Any, Final
 
 from kombu.transport import virtual
@@ -40,6 +41,7 @@ from orbitmq.errors import MQError
 from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.topics import dlq_topic
 from orbitmq.validation import validate_body
+from transports.celery.ioloop import IoLoop
 from transports.celery.options import (
     TransportOptions,
     bucket_of,
@@ -66,7 +68,7 @@ TIMER_MIN_AHEAD_MS: Final = 20  # an ETA closer than this is sent as a normal me
 UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at most
 FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
 SETTLE_BATCH: Final = 256
-ACK_LINGER_S: Final = 0.005  # an ack waits this long for others to share its AckBatch call
+ACK_LINGER_S: Final = 0.02  # an ack waits this long for others to share its AckBatch call (the credit is free at once)
 RECEIVE_LINGER_S: Final = 0.003  # a receive waits this long for more credit when under half the prefetch is free
 SEND_BATCH: Final = 128  # messages per send request
 RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -99,6 +101,9 @@ class Held:
     group: str
     renew_at: float  # time.monotonic() when the renewer extends its invisibility
     channel: RocketMQChannel | None = None
+
+
+SettleOp = tuple[Settle, Held, threading.Event | None]  # what, which message, set once done (or None)
 
 
 @dataclass(frozen=True)
@@ -160,13 +165,14 @@ class QoS(virtual.QoS):
 
     channel: RocketMQChannel
 
+    # kombu's ledger first, then the broker: settling frees the credit a waiting fetcher is woken for.
     def ack(self, delivery_tag: str) -> None:
-        self.channel._settle(delivery_tag, Settle.ACK)
         super().ack(delivery_tag)
+        self.channel._settle(delivery_tag, Settle.ACK)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        self.channel._settle(delivery_tag, Settle.REQUEUE if requeue else Settle.DEAD_LETTER)
         self._quick_ack(delivery_tag)
+        self.channel._settle(delivery_tag, Settle.REQUEUE if requeue else Settle.DEAD_LETTER)
 
     def restore_unacked(self) -> list[Any]:
         """Warm shutdown: every held message becomes visible again at once; nothing to re-publish."""
@@ -187,8 +193,9 @@ class RocketMQChannel(virtual.Channel):
 
     def __init__(self, connection: Transport, **kwargs: Any) -> None:
         super().__init__(connection, **kwargs)
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # the ledger below: the worker's thread settles, the I/O loop receives
         self._held: dict[str, Held] = {}  # delivery tag (first receipt handle) -> message
+        self._credit_waiters: set[CreditWaiter] = set()  # fetchers (one per consumed queue) waiting for credit
         self._buffered = 0  # received, not yet handed to kombu
         self._reserved = 0  # receives in flight may bring this many
         self._fetchers: dict[str, Fetcher] = {}
@@ -307,8 +314,11 @@ class RocketMQChannel(virtual.Channel):
     # -- the held ledger ----------------------------------------------------------------------------------------
 
     def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
+        """Credit may have changed (prefetch, release, a fetcher stopping): wake a waiting fetcher to look again."""
+        with self._lock:
+            waiters, self._credit_waiters = self._credit_waiters, set()
+        for waiter in waiters:
+            waiter.wake()
 
     def _credits(self) -> int:
         """How many more messages this channel may hold (kombu's prefetch minus what is held or coming)."""
@@ -317,44 +327,50 @@ class RocketMQChannel(virtual.Channel):
         limit = qos.prefetch_count or UNLIMITED_BUFFER
         return limit - unsettled - self._buffered - self._reserved
 
-    def _reserve(self, want: int, stop: threading.Event, wait_s: float) -> int:
-        """Take up to ``want`` credits for a receive. Credits come back one task at a time: with fewer than half the
-        prefetch free, wait up to RECEIVE_LINGER_S for more, so one receive brings several tasks."""
-        with self._cond:
-            deadline = time.monotonic() + wait_s
-            linger_until: float | None = None
-            while not stop.is_set():
-                n = min(want, self._credits())
-                enough = min(want, max(1, self.qos.prefetch_count // 2))
-                now = time.monotonic()
-                if n >= enough or (n > 0 and linger_until is not None and now >= linger_until):
-                    self._reserved += n
-                    return n
-                if n > 0 and linger_until is None:
-                    linger_until = now + RECEIVE_LINGER_S
-                until = linger_until if n > 0 and linger_until is not None else deadline
-                if n == 0 and now >= deadline:
-                    return 0
-                self._cond.wait(max(0.0, until - now))
+    def _take_credits(self, want: int, linger_over: bool, waiter: CreditWaiter) -> int:
+        """Take up to ``want`` credits for a receive, or 0 and leave ``waiter`` to be woken when worth it.
+
+        Credits come back one task at a time: with fewer than half the prefetch free, a receive waits (up to
+        RECEIVE_LINGER_S, ``linger_over`` once it passed) for more, so one receive brings several tasks. The waiter
+        is woken by the thread that frees credit, only when it reaches what the fetcher waits for."""
+        with self._lock:
+            n = min(want, self._credits())
+            enough = min(want, max(1, self.qos.prefetch_count // 2))
+            if n >= enough or (n > 0 and linger_over):
+                self._reserved += n
+                return n
+            waiter.need = enough if n > 0 else 1
+            self._credit_waiters.add(waiter)
             return 0
 
+    def _credit_freed(self) -> None:
+        """Called after kombu's ledger freed a credit (with ``self._lock`` held)."""
+        if not self._credit_waiters:
+            return
+        credits = self._credits()
+        for waiter in [w for w in self._credit_waiters if credits >= w.need]:
+            self._credit_waiters.discard(waiter)
+            waiter.wake()
+
     def _received(self, reserved: int, held: list[Held], buffered: bool) -> None:
-        with self._cond:
+        with self._lock:
             self._reserved -= reserved
             for h in held:
                 h.channel = self
                 self._held[h.message.receipt_handle or ""] = h
             if buffered:
                 self._buffered += len(held)
+            if len(held) < reserved:
+                self._credit_freed()  # credit reserved and not used: a fetcher of another queue may take it
 
-    def _handed_over(self) -> None:
-        with self._cond:
-            self._buffered -= 1
+    def _handed_over(self, count: int = 1) -> None:
+        with self._lock:
+            self._buffered -= count
 
     def _settle(self, delivery_tag: str, how: Settle) -> None:
-        with self._cond:
+        with self._lock:
             held = self._held.pop(delivery_tag, None)
-            self._cond.notify_all()
+            self._credit_freed()
         if held is None:
             log.debug("delivery tag %.24s... is not held (settled already)", delivery_tag)
             return
@@ -362,122 +378,179 @@ class RocketMQChannel(virtual.Channel):
 
     def _release_all(self) -> None:
         """Make everything this channel holds visible again (warm shutdown, channel close)."""
-        with self._cond:
+        with self._lock:
             held = list(self._held.values())
             self._held.clear()
             self._buffered = 0
-            self._cond.notify_all()
+        self._wake()
         if held:
             log.info("making %d held message(s) visible again", len(held))
             self.connection._settler.settle_now(Settle.REQUEUE, held)
 
     def _due_for_renewal(self, now: float) -> list[Held]:
-        with self._cond:
+        with self._lock:
             return [h for h in self._held.values() if h.renew_at <= now]
 
 
+class CreditWaiter:
+    """A fetcher waiting on the I/O loop for its channel's credit; woken from any thread, at most once per wait."""
+
+    def __init__(self, io: IoLoop) -> None:
+        self.io = io
+        self.need = 1
+        self.event = asyncio.Event()  # used on the I/O loop only
+
+    def wake(self) -> None:
+        if self.io.in_loop():
+            self.event.set()
+        else:
+            self.io.call_soon(self.event.set)
+
+
 class Fetcher:
-    """Long-polls one queue for its channel while the channel has credit; hands messages to the transport."""
+    """Long-polls one queue for its channel while the channel has credit (a task on the transport's I/O loop)."""
 
     def __init__(self, channel: RocketMQChannel, queue: str) -> None:
         self.channel = channel
         self.queue = queue
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"rocketmq-fetch-{queue}", daemon=True)
+        self._stopping = False
+        self._future: concurrent.futures.Future[None] | None = None
 
     def start(self) -> None:
-        self._thread.start()
+        transport = self.channel.connection
+        io = transport._io_loop()
+        # the queue's metadata and consumers now, on this thread: the loop then receives without admin calls
+        meta = transport._queue_meta(self.queue)
+        assert meta is not None
+        for topic in meta.topics(transport.options.priority_steps):
+            transport._consumer(topic)
+        self._future = io.submit(self._run(io))
 
     def stop(self) -> None:
-        self._stop.set()
+        """The fetcher ends after the receive in flight, if any (what it brings becomes visible again at once)."""
+        self._stopping = True
         self.channel._wake()
 
-    def _run(self) -> None:
-        transport = self.channel.connection
+    async def _credits(self, waiter: CreditWaiter) -> int:
+        linger_until: float | None = None
+        while not self._stopping:
+            now = time.monotonic()
+            over = linger_until is not None and now >= linger_until
+            waiter.event.clear()
+            n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, waiter)
+            if n:
+                return n
+            if waiter.need > 1 and linger_until is None:
+                linger_until = now + RECEIVE_LINGER_S  # some credit is free: wait a little for more
+            wait_s = 1.0 if linger_until is None else max(0.0, linger_until - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.event.wait(), wait_s)
+        return 0
+
+    async def _run(self, io: IoLoop) -> None:
+        channel = self.channel
+        transport = channel.connection
+        waiter = CreditWaiter(io)
         failures = 0
-        while not self._stop.is_set():
-            reserved = self.channel._reserve(MAX_RECEIVE_BATCH, self._stop, 1.0)
+        while not self._stopping:
+            reserved = await self._credits(waiter)
             if not reserved:
                 continue
             try:
-                payloads = transport._receive(
-                    self.channel, self.queue, reserved, transport.options.polling_timeout, reserved=reserved
+                payloads = await transport._receive_async(
+                    channel, self.queue, reserved, transport.options.polling_timeout
                 )
                 failures = 0
             except Exception as exc:  # the broker may be restarting: keep polling with backoff
-                if self._stop.is_set():
+                if self._stopping:
                     return  # the connection is closing: this receive was cut short on purpose
                 delay = RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]
                 failures += 1
                 log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, exc, delay)
-                self._stop.wait(delay)
+                await asyncio.sleep(delay)
                 continue
-            if payloads and self._stop.is_set():  # received while the consumer was cancelled: visible again at once
-                if self.channel.connection is None:
+            if payloads and self._stopping:  # received while the consumer was cancelled: visible again at once
+                if channel.connection is None:
                     return  # the channel closed meanwhile and released what it held
+                channel._handed_over(len(payloads))
                 for payload in payloads:
-                    self.channel._handed_over()
-                    self.channel._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
+                    channel._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
             elif payloads:
-                transport._ready_for(self.channel, self.queue, payloads)
+                transport._ready_for(channel, self.queue, payloads)
 
 
 class Settler:
-    """One thread settles held messages: acks, requeues, dead letters and renewals, many in flight at once.
+    """Settles held messages on the transport's I/O loop: acks, requeues, dead letters and renewals, many in flight at
+    once, acks of many messages in one call. A settle costs the thread that asks for it a lock and a list append; the
+    loop is woken only when the settler sits idle.
 
-    Ops on one message never overlap: a renewal changes the receipt handle that the next op must use.
+    Ops on one message never overlap (batches run one after the other): a renewal changes the receipt handle that the
+    next op must use.
     """
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, io: IoLoop) -> None:
         self.transport = transport
-        self._ops: SimpleQueue[tuple[Settle, Held, threading.Event | None] | None] = SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="rocketmq-settle", daemon=True)
-        self._loop = asyncio.new_event_loop()
+        self.io = io
+        self._ops: deque[SettleOp] = deque()
+        self._lock = threading.Lock()
+        self._idle = False  # the settler waits for ops: whoever adds one wakes it
+        self._stopping = False
+        self._wakeup = asyncio.Event()  # set on the I/O loop only
+        self._done: concurrent.futures.Future[None] | None = None
 
     def start(self) -> None:
-        self._thread.start()
+        self._done = self.io.submit(self._run())
 
     def submit(self, how: Settle, held: Held) -> None:
-        self._ops.put((how, held, None))
+        self._put([(how, held, None)])
+
+    def _put(self, ops: list[SettleOp]) -> None:
+        with self._lock:
+            self._ops.extend(ops)
+            wake, self._idle = self._idle, False
+        if wake:
+            self.io.call_soon(self._wakeup.set)
 
     def settle_now(self, how: Settle, held: list[Held], timeout: float = 10.0) -> None:
-        events = []
-        for h in held:
-            event = threading.Event()
-            events.append(event)
-            self._ops.put((how, h, event))
+        events = [threading.Event() for _ in held]
+        self._put([(how, h, event) for h, event in zip(held, events, strict=True)])
         deadline = time.monotonic() + timeout
         for event in events:
             if not event.wait(max(0.0, deadline - time.monotonic())):
                 log.warning("settling %d message(s) did not finish within %.1fs", len(held), timeout)
                 return
 
-    def stop(self) -> None:
-        self._ops.put(None)
-        self._thread.join(10.0)
+    def stop(self, timeout: float = 10.0) -> None:
+        """Settle what is queued (bounded by ``timeout``), then end."""
+        with self._lock:
+            self._stopping = True
+            wake, self._idle = self._idle, False
+        if wake:
+            self.io.call_soon(self._wakeup.set)
+        if self._done is not None and not self.io.in_loop():
+            with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                self._done.result(timeout)
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            while True:
-                first = self._ops.get()
-                if first is None:
-                    return
-                batch = [first]
-                if first[0] is Settle.ACK and first[2] is None:
-                    time.sleep(ACK_LINGER_S)  # acks that come meanwhile share the call (the credit is already free)
-                with contextlib.suppress(Empty):
-                    while len(batch) < SETTLE_BATCH:
-                        op = self._ops.get_nowait()
-                        if op is None:
-                            self._ops.put(None)
-                            break
-                        batch.append(op)
-                self._loop.run_until_complete(self._settle(batch))
-        finally:
-            self._loop.close()
+    async def _run(self) -> None:
+        while True:
+            with self._lock:
+                wait = not self._ops
+                if wait:
+                    if self._stopping:
+                        return
+                    self._idle = True
+                    self._wakeup.clear()
+            if wait:
+                await self._wakeup.wait()
+                continue
+            first = self._ops[0]
+            if first[0] is Settle.ACK and first[2] is None and not self._stopping:
+                await asyncio.sleep(ACK_LINGER_S)  # acks that come meanwhile share the call (the credit is free)
+            with self._lock:
+                batch = [self._ops.popleft() for _ in range(min(len(self._ops), SETTLE_BATCH))]
+            await self._settle(batch)
 
-    async def _settle(self, batch: list[tuple[Settle, Held, threading.Event | None]]) -> None:
+    async def _settle(self, batch: list[SettleOp]) -> None:
         final: dict[int, tuple[Settle, Held, list[threading.Event]]] = {}
         for how, held, event in batch:
             key = id(held)
@@ -696,7 +769,8 @@ class Transport(virtual.Transport):
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._settler = Settler(self)
+        self._io = IoLoop("rocketmq-io")  # fetchers and the settler run here (started with the connection)
+        self._settler = Settler(self, self._io)
         self._keeper = Keeper(self)
         self._started = False
         self._sender = Sender(self)
@@ -747,9 +821,11 @@ class Transport(virtual.Transport):
         self._ap, self._admin, self._producer = ap, admin, producer
         if not self._started:
             self._started = True
-            self._settler = Settler(self)
+            self._io = IoLoop("rocketmq-io")
+            self._settler = Settler(self, self._io)
             self._keeper = Keeper(self)
             self._sender = Sender(self)
+            self._io.start()
             self._settler.start()
             self._keeper.start()
             self._sender.start()
@@ -787,6 +863,7 @@ class Transport(virtual.Transport):
         if self._started:
             self._keeper.stop()
             self._settler.stop()
+            self._io.stop(10.0)  # fetchers still in a long poll are cut short (their channels closed already)
             self._started = False
         with self._lock:
             ap, self._ap = self._ap, None
@@ -821,7 +898,7 @@ class Transport(virtual.Transport):
                 channel, queue, payload = self._ready.popleft()
             except IndexError:
                 return delivered
-            channel._handed_over()
+            channel._handed_over()  # before the callback: kombu's ledger counts it from there
             tag = payload["properties"]["delivery_tag"]
             callback = self._callbacks.get(queue)
             if callback is None or channel.closed:
@@ -864,6 +941,10 @@ class Transport(virtual.Transport):
                     self._connect()
         assert self._ap is not None and self._producer is not None and self._admin is not None
         return self._ap, self._producer, self._admin
+
+    def _io_loop(self) -> IoLoop:
+        self._clients()  # connected, so the I/O loop runs
+        return self._io
 
     def _consumer(self, topic: str) -> PullConsumer:
         consumer = self._consumers.get(topic)
@@ -1144,6 +1225,27 @@ class Transport(virtual.Transport):
                     break
         finally:
             channel._received(reserved, held, buffered=bool(reserved))
+        return payloads
+
+    async def _receive_async(
+        self, channel: RocketMQChannel, queue: str, reserved: int, wait_s: float
+    ) -> list[dict[str, Any]]:
+        """A fetcher's receive, on the I/O loop: as ``_receive``, for the ``reserved`` credits of ``channel``, which
+        are given back when the messages are counted as held (buffered until the worker's thread takes them)."""
+        held: list[Held] = []
+        payloads: list[dict[str, Any]] = []
+        try:
+            meta = self._meta.get(queue) or self._queue_meta(queue)  # known since basic_consume: no admin call here
+            assert meta is not None
+            topics = meta.topics(self.options.priority_steps)
+            for i, topic in enumerate(topics):
+                consumer = self._consumers.get(topic) or self._consumer(topic)
+                got = await consumer.aio().batch_receive(reserved, wait_s if i == len(topics) - 1 else 0.0)
+                held, payloads = self._accept(consumer, meta, got)
+                if payloads:
+                    break
+        finally:
+            channel._received(reserved, held, buffered=True)
         return payloads
 
     def _accept(

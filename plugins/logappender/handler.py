@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig
-from plugins.logappender.record import Entry, RecordEncoder
+from plugins.logappender.record import RecordEncoder
 from plugins.logappender.shipper import Counters, LogShipper, sender_state
 
 APPENDER_TYPE = "PYTHON_LOGGING_APPENDER"
@@ -29,7 +29,7 @@ class RocketMQHandler(logging.Handler):
         super().__init__(level)
         self._encoder = RecordEncoder(self.config)
         self._excluded: dict[str, bool] = {}
-        self.shipper = LogShipper(self.config, self._encode, APPENDER_TYPE)
+        self.shipper = LogShipper(self.config, self._encoder.encode_batch, APPENDER_TYPE)
 
     def _is_excluded(self, name: str) -> bool:
         excluded = self._excluded.get(name)
@@ -52,25 +52,20 @@ class RocketMQHandler(logging.Handler):
         excluded = self._excluded.get(record.name)
         if excluded is None:
             excluded = self._is_excluded(record.name)
-        if excluded or getattr(sender_state, "active", False):
+        if excluded or sender_state.active:
             return  # the client's own records, or records caused by sending: shipping them would loop
         try:
             if self.formatter is not None:
-                item: tuple[logging.LogRecord, str | None] = (record, self.format(record))
-            else:
-                record.message = record.getMessage()
-                if record.exc_info and not record.exc_text:
-                    record.exc_text = logging.Formatter().formatException(record.exc_info)
-                item = (record, None)
-            self.shipper.offer(item)
+                self.shipper.offer((record, self.format(record)))
+                return
+            record.message = record.getMessage()
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            self.shipper.offer(record)
         except RecursionError:  # as logging.StreamHandler does
             raise
         except Exception:
             self.handleError(record)
-
-    def _encode(self, item: tuple[logging.LogRecord, str | None], seq: int) -> Entry:
-        record, formatted = item
-        return self._encoder.stdlib(record, formatted, seq)
 
     def counters(self) -> Counters:
         return self.shipper.counters()

@@ -10,7 +10,6 @@ forked child.
 from __future__ import annotations
 
 import atexit
-import itertools
 import multiprocessing.util
 import os
 import sys
@@ -18,24 +17,30 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig, OverflowPolicy
-from plugins.logappender.record import Entry, OutMessage, pack
+from plugins.logappender.record import BatchEncoder, OutMessage, pack
 from plugins.logappender.spool import DiskSpool, SpoolError
 from plugins.logappender.transport import Failure, OmsTransport, Ordering, RelayTransport, SendFailed, Transport
 
-Encoder = Callable[[Any, int], Entry]  # (queued item, sequence number) -> entry; runs on the sender thread
 
-sender_state = threading.local()  # .active is True on sender threads: their records never re-enter a queue
+class _SenderState(threading.local):
+    """``active`` is True on sender threads: their records never re-enter a queue. A class default, because
+    ``getattr(local, name, default)`` raises and catches an AttributeError on every other thread: about 1 us of
+    every logging call."""
+
+    active = False
+
+
+sender_state = _SenderState()
 _live: weakref.WeakSet[LogShipper] = weakref.WeakSet()
 IDLE_WAIT_S = 1.0  # an idle sender still looks at the spool's age and the drop counters this often
 
 
 def in_sender_thread() -> bool:
-    return getattr(sender_state, "active", False)
+    return sender_state.active
 
 
 def client_thread() -> bool:
@@ -68,9 +73,10 @@ class _Batch:
 
 
 class LogShipper:
-    """One queue and one sender thread; ``offer`` items that ``encode`` turns into entries on the sender thread."""
+    """One queue and one sender thread; ``offer`` items that ``encode`` turns into rows on the sender thread, a
+    batch at a time."""
 
-    def __init__(self, config: AppenderConfig, encode: Encoder, appender_type: str) -> None:
+    def __init__(self, config: AppenderConfig, encode: BatchEncoder, appender_type: str) -> None:
         self.config = config
         self._encode = encode
         self._appender_type = appender_type
@@ -103,7 +109,7 @@ class LogShipper:
         self._spooled = self._replayed = self._dropped_spool = 0
         self._reported = (0, 0, 0)
         self._last_warning = 0.0
-        self._seq = itertools.count(1)
+        self._next_seq = 1  # the sequence number of the next record taken (under the lock)
         self._ordering = Ordering.GROUP if cfg.ordered else Ordering.NONE
         self._pending: _Batch | None = None  # failed batch awaiting retry (no spool)
         self._inflight: _Batch | None = None
@@ -313,23 +319,18 @@ class LogShipper:
                 items.append(popleft())
             except IndexError:  # drop_oldest evicted some meanwhile
                 break
-        with self._lock:
+        with self._lock:  # close() may take what a stuck sender left: sequence numbers are reserved here
             self._taken += len(items)
+            first_seq = self._next_seq
+            self._next_seq += len(items)
         if self._blocked:
             with self._lock:
                 self._space.notify_all()
-        entries = []
-        failed = 0
-        encode = self._encode
-        seq = self._seq
-        for item in items:
-            try:
-                entries.append(encode(item, next(seq)))
-            except Exception as exc:  # one record that cannot be serialized must not stop the others
-                failed += 1
-                self._warn_once(f"a record could not be serialized and was dropped: {exc!r}")
-        if failed:
-            self._settle(failed, dropped_error=failed)
+        encoded = self._encode(items, first_seq)
+        if encoded.failed:
+            self._warn_once(f"a record could not be serialized and was dropped: {encoded.error!r}")
+            self._settle(encoded.failed, dropped_error=encoded.failed)
+        entries = encoded.rows
         if not entries:
             return None
         cfg = self.config

@@ -131,8 +131,20 @@ def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}') -> list[Entr
 
 
 def test_small_batches_are_one_record_per_message() -> None:
-    out = pack(_entries([("INFO", "a")] * 1000), 64, 1 << 20)
-    assert len(out) == 1000 and all(m.count == 1 for m in out)
+    out = pack(_entries([("INFO", "a")] * 64), 64, 1 << 20)
+    assert len(out) == 64 and all(m.count == 1 for m in out)
+    assert [m.first_seq for m in out] == list(range(64)) and out[5].keys == ("k5",)
+    never = pack(_entries([("INFO", "a")] * 1000), 1, 1 << 20)  # records_per_message=1: never packed
+    assert len(never) == 1000 and all(m.count == 1 for m in never)
+
+
+def test_a_batch_bigger_than_one_message_packs_and_respects_max_bytes() -> None:
+    out = pack(_entries([("INFO", "a")] * 65), 64, 1 << 20)
+    assert [(m.count, m.first_seq) for m in out] == [(64, 0), (1, 64)]
+    body = b'{"m":1}'
+    small = pack(_entries([("INFO", "a")] * 100, body), 64, 3 * len(body) + 2)  # three lines fit, not four
+    assert [m.count for m in small] == [3] * 33 + [1]
+    assert all(len(m.body) <= 3 * len(body) + 2 for m in small)
 
 
 def test_a_backlog_packs_runs_of_one_level_and_logger_in_order() -> None:

@@ -1,13 +1,17 @@
 """``RocketMQHandler``: a stdlib ``logging.Handler`` shipping records to a topic through a ``LogShipper``.
 
-``emit`` renders the message (and a traceback) on the logging thread, because arguments and tracebacks change
-after the call, and queues the record; the JSON body is built on the sender thread. With a formatter set (for
-example structlog's ``ProcessorFormatter``) the formatter's output is the body, formatted on the logging thread.
+``emit`` queues the record; the JSON body is built on the sender thread. A record's message must say what its
+arguments were at the call, so ``prepare`` renders it (and a traceback) on the logging thread unless every argument
+is of an immutable type: then the sender renders it, later but identically (about 1 us less per call here).
+With a formatter set (for example structlog's ``ProcessorFormatter``) the formatter's output is the body,
+formatted on the logging thread.
 """
 
 from __future__ import annotations
 
+import decimal
 import logging
+import uuid
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig
@@ -15,6 +19,27 @@ from plugins.logappender.record import RecordEncoder
 from plugins.logappender.shipper import Counters, LogShipper, sender_state
 
 APPENDER_TYPE = "PYTHON_LOGGING_APPENDER"
+# Arguments of these exact types cannot change after the call (subclasses could define a mutable __str__)
+IMMUTABLE_ARG_TYPES = frozenset({str, int, float, bool, type(None), bytes, complex, decimal.Decimal, uuid.UUID})
+
+
+def prepare(record: logging.LogRecord) -> logging.LogRecord:
+    """What the logging thread must do before the record is queued (``QueueHandler.prepare``'s job): render what
+    could change after the call. The message is left to the sender when ``msg`` is a str and every argument is
+    immutable; the traceback is always rendered here (frames change as the stack unwinds)."""
+    args = record.args
+    if type(record.msg) is not str or (args and (type(args) is not tuple or not _immutable(args))):
+        record.message = record.getMessage()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    return record
+
+
+def _immutable(args: tuple[object, ...]) -> bool:
+    for arg in args:  # noqa: SIM110 - a loop costs half of all(<generator>) for the usual one or two arguments
+        if type(arg) not in IMMUTABLE_ARG_TYPES:
+            return False
+    return True
 
 
 class RocketMQHandler(logging.Handler):
@@ -58,10 +83,7 @@ class RocketMQHandler(logging.Handler):
             if self.formatter is not None:
                 self.shipper.offer((record, self.format(record)))
                 return
-            record.message = record.getMessage()
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            self.shipper.offer(record)
+            self.shipper.offer(prepare(record))
         except RecursionError:  # as logging.StreamHandler does
             raise
         except Exception:

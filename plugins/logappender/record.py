@@ -127,6 +127,23 @@ class OutMessage:
         )
 
 
+class RecordEncodeError(ValueError):
+    """A record cannot be serialized (for example its arguments do not fit its format); ``where`` is the call."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"logging call at {where}: {message}")
+        self.where = where
+
+
+def render_message(record: logging.LogRecord) -> str:
+    """``record.getMessage()`` on the sender thread; a format that does not fit its arguments names the call (the
+    stdlib would report it from the logging thread)."""
+    try:
+        return record.getMessage()
+    except Exception as exc:
+        raise RecordEncodeError(f"{record.pathname}:{record.lineno}", repr(exc)) from exc
+
+
 class UtcStamp:
     """ISO 8601 UTC timestamps with milliseconds; the second's text is cached (records come in bursts)."""
 
@@ -237,8 +254,8 @@ class RecordEncoder:
                     second = int(created)
                     prefix = self.stamp.prefix(second)
                 message = attrs.get("message")
-                if message is None:
-                    message = record.getMessage()
+                if message is None:  # left to the sender (immutable arguments): see handler.prepare
+                    message = render_message(record)
                 body = (
                     f'{{"timestamp":"{prefix}.{int((created - second) * 1000):03d}Z",{head[1]}'
                     f"{quote(message) if type(message) is str else value(message)}{mid}{record.lineno:d},"
@@ -250,7 +267,7 @@ class RecordEncoder:
                     body += f',"stack":{value(record.stack_info)}'
                 # LogRecord.__init__ sets every standard attribute, so more attributes than those (plus the
                 # optional message and asctime) means extra fields: a length check instead of a walk per record
-                optional = ("message" in attrs) + ("asctime" in attrs) + ("taskName" in attrs)
+                optional = ("message" in attrs) + ("asctime" in attrs)
                 keys: tuple[str, ...] = ()
                 if len(attrs) > n_plain + optional:
                     skip = self._skip

@@ -8,11 +8,13 @@ import logging.config
 import os
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
-from plugins.logappender.record import Entry, OutMessage, RecordEncoder, pack
+from plugins.logappender.handler import prepare
+from plugins.logappender.record import Encoded, Entry, OutMessage, RecordEncodeError, RecordEncoder, pack
 from plugins.logappender.spool import DiskSpool
 
 ADDR = "127.0.0.1:1"  # nothing listens: the handler connects lazily, so configuring it must still work
@@ -221,3 +223,48 @@ def test_a_corrupt_spool_file_is_set_aside(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="unreadable"):
         spool.claim_oldest()
     assert spool.pending_records() == 0 and list(tmp_path.glob("*.corrupt"))
+
+
+def _call(msg: str, *args: object, **extra: object) -> logging.LogRecord:
+    return logging.getLogger("app.calls").makeRecord(
+        "app.calls", logging.INFO, "/srv/app/shop.py", 7, msg, args, None, "checkout", extra or None
+    )
+
+
+def _bodies(encoded: Encoded) -> list[dict[str, object]]:
+    return [json.loads(row[3]) for row in encoded.rows]
+
+
+def test_immutable_arguments_are_rendered_by_the_sender_mutable_ones_at_the_call() -> None:
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    deferred = prepare(_call("order %s paid %s", 17, "EUR"))
+    assert "message" not in deferred.__dict__  # nothing in it can change: left to the sender
+    cart = ["apple"]
+    rendered = prepare(_call("cart %s", cart))
+    not_str = prepare(_call(cast(str, {"event": "e"})))
+    cart.append("pear")  # after the call: the record must still say what the call said
+    bodies = _bodies(encoder.encode_batch([deferred, rendered, not_str], 1))
+    assert [b["message"] for b in bodies] == ["order 17 paid EUR", "cart ['apple']", "{'event': 'e'}"]
+
+
+def test_a_record_whose_arguments_do_not_fit_is_dropped_alone_and_named() -> None:
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    items = [prepare(_call("n=%d", 1)), prepare(_call("n=%d", "x")), prepare(_call("n=%d", 3))]
+    out = encoder.encode_batch(items, 10)
+    assert out.failed == 1 and isinstance(out.error, RecordEncodeError)
+    assert out.error.where == "/srv/app/shop.py:7" and "TypeError" in str(out.error)
+    assert [(b["message"], b["seq"]) for b in _bodies(out)] == [("n=1", 10), ("n=3", 12)]  # seq: the item's place
+
+
+def test_extra_fields_are_found_whatever_other_handlers_set_on_the_record() -> None:
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    formatted = _call("plain")
+    logging.Formatter("%(asctime)s %(message)s").format(formatted)  # another handler: message and asctime set
+    formatted_extra = _call("with extra", request_id="r-1")
+    logging.Formatter("%(asctime)s %(message)s").format(formatted_extra)
+    one_extra = _call("one extra", amount=5)
+    out = encoder.encode_batch([formatted, formatted_extra, one_extra], 1)
+    plain, with_extra, single = _bodies(out)
+    assert "asctime" not in plain and set(plain) == set(_bodies(encoder.encode_batch([_call("x")], 1))[0])
+    assert with_extra["request_id"] == "r-1" and out.rows[1][2] == ("r-1",) and "asctime" not in with_extra
+    assert single["amount"] == 5 and out.rows[2][2] == ()

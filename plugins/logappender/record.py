@@ -236,7 +236,7 @@ class RecordEncoder:
         heads, mids = self._heads, self._mids
         quote, value = _quote, _value
         n_plain = N_PLAIN_ATTRIBUTES
-        second, prefix = -1, ""
+        last_ms, stamp = -1, ""
         for seq, item in enumerate(items, first_seq):
             try:
                 if isinstance(item, tuple):
@@ -249,15 +249,15 @@ class RecordEncoder:
                 head = heads.get((record.levelname, name)) or self._head(record.levelname, name)
                 mid_key = (record.threadName, record.process, record.module, record.funcName)
                 mid = mids.get(mid_key) or self._mid(mid_key)
-                created = record.created
-                if int(created) != second:
-                    second = int(created)
-                    prefix = self.stamp.prefix(second)
+                ms = int(record.created * 1000)
+                if ms != last_ms:  # records come in bursts: many share a millisecond
+                    last_ms = ms
+                    stamp = f"{self.stamp.prefix(ms // 1000)}.{ms % 1000:03d}Z"
                 message = attrs.get("message")
                 if message is None:  # left to the sender (immutable arguments): see handler.prepare
                     message = render_message(record)
                 body = (
-                    f'{{"timestamp":"{prefix}.{int((created - second) * 1000):03d}Z",{head[1]}'
+                    f'{{"timestamp":"{stamp}",{head[1]}'
                     f"{quote(message) if type(message) is str else value(message)}{mid}{record.lineno:d},"
                     f'"seq":{seq:d}{static_json}'
                 )

@@ -6,6 +6,7 @@ import json
 import logging
 import logging.config
 import os
+import threading
 import time
 from pathlib import Path
 from typing import cast
@@ -14,8 +15,18 @@ import pytest
 
 from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
 from plugins.logappender.handler import prepare
-from plugins.logappender.record import Encoded, Entry, OutMessage, RecordEncodeError, RecordEncoder, pack
+from plugins.logappender.record import (
+    Encoded,
+    Entry,
+    OutMessage,
+    RecordEncodeError,
+    RecordEncoder,
+    batch_of,
+    pack,
+)
+from plugins.logappender.shipper import LogShipper
 from plugins.logappender.spool import DiskSpool
+from plugins.logappender.transport import Ordering
 
 ADDR = "127.0.0.1:1"  # nothing listens: the handler connects lazily, so configuring it must still work
 
@@ -268,3 +279,40 @@ def test_extra_fields_are_found_whatever_other_handlers_set_on_the_record() -> N
     assert "asctime" not in plain and set(plain) == set(_bodies(encoder.encode_batch([_call("x")], 1))[0])
     assert with_extra["request_id"] == "r-1" and out.rows[1][2] == ("r-1",) and "asctime" not in with_extra
     assert single["amount"] == 5 and out.rows[2][2] == ()
+
+
+class _GatedTransport:
+    """Records the size of every batch; holds the first send until released."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def send(self, messages: list[OutMessage], timeout: float, ordering: Ordering) -> None:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the send"
+        self.batches.append(sum(m.count for m in messages))
+
+    def close(self) -> None:
+        pass
+
+
+def test_under_load_a_sender_waits_for_a_packable_batch_instead_of_sending_a_handful() -> None:
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, linger=1.0, records_per_message=64)
+    shipper = LogShipper(cfg, batch_of(lambda item, seq: Entry("INFO", "a", (), b"{}", seq)), "TEST")
+    transport = _GatedTransport()
+    shipper._transport = transport
+    try:
+        shipper.offer(0)
+        assert transport.entered.wait(10)  # the first record went after its linger; its send is held
+        for i in range(5):
+            shipper.offer(i)
+        transport.release.set()  # the sender finds 5 records: fewer than a message holds, so it lingers
+        time.sleep(0.2)  # (a sender taking whatever is there would have sent the 5 by now)
+        for i in range(100):
+            shipper.offer(i)
+        assert shipper.flush(10)
+    finally:
+        shipper.close(5)
+    assert transport.batches == [1, 105]

@@ -110,6 +110,7 @@ class LogShipper:
         self._reported = (0, 0, 0)
         self._last_warning = 0.0
         self._next_seq = 1  # the sequence number of the next record taken (under the lock)
+        self._packing = False  # the last batch packed: the load is heavy (see _step)
         self._ordering = Ordering.GROUP if cfg.ordered else Ordering.NONE
         self._pending: _Batch | None = None  # failed batch awaiting retry (no spool)
         self._inflight: _Batch | None = None
@@ -287,10 +288,11 @@ class LogShipper:
             if not self._queue:
                 return True
             self._linger()  # the first record after a quiet spell waits a little for company
-        elif len(self._queue) <= self.config.records_per_message:
-            # Under a steady load the queue is rarely empty, but a sender that took whatever was there would send
+        elif self._packing and len(self._queue) <= self.config.records_per_message:
+            # Under a heavy load the queue is rarely empty, but a sender that took whatever was there would send
             # small batches one record per message (the client's dearest path: about 50 us of CPU each) and wake
-            # up, and take the GIL, once per handful of records: fewer records than one packed message wait too.
+            # up, and take the GIL, once per handful of records: while batches pack, a handful waits for company.
+            # At a modest rate (batches too small to pack) records go as soon as the previous send is done.
             self._linger()
         batch = self._take()
         if batch is not None:
@@ -339,6 +341,7 @@ class LogShipper:
         if not entries:
             return None
         cfg = self.config
+        self._packing = len(entries) > cfg.records_per_message > 1
         messages = pack(entries, cfg.records_per_message, cfg.max_message_bytes)
         return _Batch(messages, len(entries), from_memory=True)
 

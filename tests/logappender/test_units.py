@@ -298,21 +298,31 @@ class _GatedTransport:
         pass
 
 
-def test_under_load_a_sender_waits_for_a_packable_batch_instead_of_sending_a_handful() -> None:
+def _gated_shipper() -> tuple[LogShipper, _GatedTransport]:
     cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, linger=1.0, records_per_message=64)
     shipper = LogShipper(cfg, batch_of(lambda item, seq: Entry("INFO", "a", (), b"{}", seq)), "TEST")
     transport = _GatedTransport()
     shipper._transport = transport
+    return shipper, transport
+
+
+@pytest.mark.parametrize("first", [100, 1], ids=["heavy", "modest"])
+def test_under_a_heavy_load_a_sender_waits_for_a_packable_batch_instead_of_sending_a_handful(first: int) -> None:
+    shipper, transport = _gated_shipper()
     try:
-        shipper.offer(0)
-        assert transport.entered.wait(10)  # the first record went after its linger; its send is held
+        for i in range(first):
+            shipper.offer(i)
+        assert transport.entered.wait(10)  # the first batch went after its linger; its send is held
         for i in range(5):
             shipper.offer(i)
-        transport.release.set()  # the sender finds 5 records: fewer than a message holds, so it lingers
-        time.sleep(0.2)  # (a sender taking whatever is there would have sent the 5 by now)
+        transport.release.set()  # the sender finds 5 records: fewer than a packed message holds
+        time.sleep(0.2)  # (a sender taking whatever is there has sent the 5 by now)
         for i in range(100):
             shipper.offer(i)
         assert shipper.flush(10)
     finally:
         shipper.close(5)
-    assert transport.batches == [1, 105]
+    if first > 64:  # the first batch packed: the load is heavy, so the 5 waited for company
+        assert transport.batches == [first, 105]
+    else:  # a modest rate: no wait beyond the send before (latency first)
+        assert transport.batches == [first, 5, 100]

@@ -1,20 +1,45 @@
 """``RocketMQHandler``: a stdlib ``logging.Handler`` shipping records to a topic through a ``LogShipper``.
 
-``emit`` renders the message (and a traceback) on the logging thread, because arguments and tracebacks change
-after the call, and queues the record; the JSON body is built on the sender thread. With a formatter set (for
-example structlog's ``ProcessorFormatter``) the formatter's output is the body, formatted on the logging thread.
+``emit`` queues the record; the JSON body is built on the sender thread. A record's message must say what its
+arguments were at the call, so ``prepare`` renders it (and a traceback) on the logging thread unless every argument
+is of an immutable type: then the sender renders it, later but identically (about 1 us less per call here).
+With a formatter set (for example structlog's ``ProcessorFormatter``) the formatter's output is the body,
+formatted on the logging thread.
 """
 
 from __future__ import annotations
 
+import decimal
 import logging
+import uuid
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig
-from plugins.logappender.record import Entry, RecordEncoder
+from plugins.logappender.record import RecordEncoder
 from plugins.logappender.shipper import Counters, LogShipper, sender_state
 
 APPENDER_TYPE = "PYTHON_LOGGING_APPENDER"
+# Arguments of these exact types cannot change after the call (subclasses could define a mutable __str__)
+IMMUTABLE_ARG_TYPES = frozenset({str, int, float, bool, type(None), bytes, complex, decimal.Decimal, uuid.UUID})
+
+
+def prepare(record: logging.LogRecord) -> logging.LogRecord:
+    """What the logging thread must do before the record is queued (``QueueHandler.prepare``'s job): render what
+    could change after the call. The message is left to the sender when ``msg`` is a str and every argument is
+    immutable; the traceback is always rendered here (frames change as the stack unwinds)."""
+    args = record.args
+    if type(record.msg) is not str or (args and (type(args) is not tuple or not _immutable(args))):
+        record.message = record.getMessage()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = logging.Formatter().formatException(record.exc_info)
+    return record
+
+
+def _immutable(args: tuple[object, ...]) -> bool:
+    for arg in args:  # noqa: SIM110 - a loop costs half of all(<generator>) for the usual one or two arguments
+        if type(arg) not in IMMUTABLE_ARG_TYPES:
+            return False
+    return True
 
 
 class RocketMQHandler(logging.Handler):
@@ -29,7 +54,7 @@ class RocketMQHandler(logging.Handler):
         super().__init__(level)
         self._encoder = RecordEncoder(self.config)
         self._excluded: dict[str, bool] = {}
-        self.shipper = LogShipper(self.config, self._encode, APPENDER_TYPE)
+        self.shipper = LogShipper(self.config, self._encoder.encode_batch, APPENDER_TYPE)
 
     def _is_excluded(self, name: str) -> bool:
         excluded = self._excluded.get(name)
@@ -52,25 +77,17 @@ class RocketMQHandler(logging.Handler):
         excluded = self._excluded.get(record.name)
         if excluded is None:
             excluded = self._is_excluded(record.name)
-        if excluded or getattr(sender_state, "active", False):
+        if excluded or sender_state.active:
             return  # the client's own records, or records caused by sending: shipping them would loop
         try:
             if self.formatter is not None:
-                item: tuple[logging.LogRecord, str | None] = (record, self.format(record))
-            else:
-                record.message = record.getMessage()
-                if record.exc_info and not record.exc_text:
-                    record.exc_text = logging.Formatter().formatException(record.exc_info)
-                item = (record, None)
-            self.shipper.offer(item)
+                self.shipper.offer((record, self.format(record)))
+                return
+            self.shipper.offer(prepare(record))
         except RecursionError:  # as logging.StreamHandler does
             raise
         except Exception:
             self.handleError(record)
-
-    def _encode(self, item: tuple[logging.LogRecord, str | None], seq: int) -> Entry:
-        record, formatted = item
-        return self._encoder.stdlib(record, formatted, seq)
 
     def counters(self) -> Counters:
         return self.shipper.counters()

@@ -12,7 +12,7 @@ import traceback
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig
-from plugins.logappender.record import STD_ATTRIBUTES, Entry, RecordEncoder, keys_of
+from plugins.logappender.record import STD_ATTRIBUTES, Entry, RecordEncoder, batch_of, keys_of
 from plugins.logappender.shipper import Counters, LogShipper, in_sender_thread
 
 APPENDER_TYPE = "LOGURU_APPENDER"
@@ -26,7 +26,7 @@ class RocketMQSink:
     def __init__(self, topic: str, **options: Any) -> None:
         self.config = AppenderConfig.build(topic, **options)
         self._encoder = RecordEncoder(self.config)
-        self.shipper = LogShipper(self.config, self._encode, APPENDER_TYPE)
+        self.shipper = LogShipper(self.config, batch_of(self._encode), APPENDER_TYPE)
 
     def write(self, message: Any) -> None:
         if in_sender_thread():

@@ -10,11 +10,10 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from orbitmq.limits import MAX_SEND_BATCH_MESSAGES
 from plugins.logappender.config import MAX_KEYS_PER_MESSAGE, AppenderConfig
 
 # message properties (user properties; RocketMQ's Java appenders set APPENDER_TYPE the same way)
@@ -26,7 +25,9 @@ PROP_PID = "pid"
 PROP_RECORDS = "records"  # how many records the body holds (JSON lines)
 PROP_SEQ = "seq"  # the process-local sequence number of the first record: order and duplicates downstream
 
-STD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+_PLAIN_RECORD = logging.makeLogRecord({}).__dict__
+STD_ATTRIBUTES = frozenset(_PLAIN_RECORD) | {"message", "asctime", "taskName"}
+N_PLAIN_ATTRIBUTES = len(_PLAIN_RECORD)  # what LogRecord.__init__ sets; formatters may add message and asctime
 # fields of the default body: an ``extra`` of the same name is left out rather than written twice
 BODY_FIELDS = frozenset({"timestamp", "level", "logger", "message", "thread", "process", "module", "func", "line"}) | {
     "seq",
@@ -50,15 +51,47 @@ def _value(v: object) -> str:
     return encode_json(v)
 
 
-@dataclass(slots=True)
-class Entry:
-    """One serialized record: the sender packs entries into messages."""
+class Entry(NamedTuple):
+    """One serialized record: the sender packs entries into messages. A tuple, not a dataclass: the sender makes
+    one per record, and a plain tuple of these fields (a ``Row``) is built at C speed."""
 
     tag: str
     logger: str
     keys: tuple[str, ...]
     body: bytes
     seq: int = 0
+
+
+Row = tuple[str, str, tuple[str, ...], bytes, int]  # an Entry's fields: what the sender's hot loop builds
+
+
+@dataclass(slots=True)
+class Encoded:
+    """A batch's rows, in order, and the records that could not be serialized (dropped, counted)."""
+
+    rows: list[Row]
+    failed: int = 0
+    error: Exception | None = None
+
+
+StdlibItem = logging.LogRecord | tuple[logging.LogRecord, str]  # a record, or one with its formatter's output
+BatchEncoder = Callable[[Sequence[Any], int], Encoded]  # (queued items, seq of the first) -> rows; sender thread
+
+
+def batch_of(encode: Callable[[Any, int], Entry]) -> BatchEncoder:
+    """A batch encoder from a per-item one (the loguru and structlog adapters): item ``i`` gets ``first + i``."""
+
+    def encode_batch(items: Sequence[Any], first_seq: int) -> Encoded:
+        out = Encoded([])
+        for seq, item in enumerate(items, first_seq):
+            try:
+                out.rows.append(encode(item, seq))
+            except Exception as exc:  # one record that cannot be serialized must not stop the others
+                out.failed += 1
+                out.error = exc
+        return out
+
+    return encode_batch
 
 
 @dataclass(slots=True)
@@ -94,6 +127,23 @@ class OutMessage:
         )
 
 
+class RecordEncodeError(ValueError):
+    """A record cannot be serialized (for example its arguments do not fit its format); ``where`` is the call."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"logging call at {where}: {message}")
+        self.where = where
+
+
+def render_message(record: logging.LogRecord) -> str:
+    """``record.getMessage()`` on the sender thread; a format that does not fit its arguments names the call (the
+    stdlib would report it from the logging thread)."""
+    try:
+        return record.getMessage()
+    except Exception as exc:
+        raise RecordEncodeError(f"{record.pathname}:{record.lineno}", repr(exc)) from exc
+
+
 class UtcStamp:
     """ISO 8601 UTC timestamps with milliseconds; the second's text is cached (records come in bursts)."""
 
@@ -105,10 +155,14 @@ class UtcStamp:
 
     def __call__(self, created: float) -> str:
         second = int(created)
+        return f"{self.prefix(second)}.{int((created - second) * 1000):03d}Z"
+
+    def prefix(self, second: int) -> str:
+        """The text of a whole second, up to the milliseconds."""
         if second != self._second:
             self._second = second
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        return f"{self._prefix}.{int((created - second) * 1000):03d}Z"
+        return self._prefix
 
 
 @functools.lru_cache(maxsize=256)
@@ -143,7 +197,7 @@ def keys_of(fields: Sequence[str], *sources: Mapping[str, Any]) -> tuple[str, ..
 
 
 class RecordEncoder:
-    """Builds the default JSON body of stdlib records (the loguru and structlog adapters reuse ``finish``)."""
+    """Builds the default JSON body of stdlib records (the loguru and structlog adapters reuse ``document``)."""
 
     def __init__(self, config: AppenderConfig) -> None:
         self.config = config
@@ -155,56 +209,102 @@ class RecordEncoder:
         self.static = static
         self.static_json = "".join(f",{_quote(k)}:{_value(v)}" for k, v in static.items())
         self._skip = STD_ATTRIBUTES | BODY_FIELDS | static.keys()
-        self._quoted: dict[str | None, str] = {}  # JSON text of level, logger, thread, module and function names
-        self._tags: dict[str, str] = {}  # level name -> tag
+        # key fields that are standard attributes (unusual) must be looked up in records without extras too
+        self._std_key_fields = any(f in STD_ATTRIBUTES for f in config.key_fields)
+        # JSON text a process repeats, quoted once: (level, logger) -> (tag, '"level":..,"logger":..,"message":'),
+        # (thread, process, module, function) -> ',"thread":..,"process":..,"module":..,"func":..,"line":'
+        self._heads: dict[tuple[str, str], tuple[str, str]] = {}
+        self._mids: dict[tuple[Any, ...], str] = {}
 
     def stdlib(self, record: logging.LogRecord, formatted: str | None, seq: int) -> Entry:
-        """``formatted`` is the body a user formatter produced on the logging thread, else the default JSON."""
-        cfg = self.config
-        attrs = record.__dict__
-        msg = record.msg
+        """One record's entry (``formatted``: the body a user formatter produced); raises if it cannot be made."""
+        out = self.encode_batch([record if formatted is None else (record, formatted)], seq)
+        if out.error is not None:
+            raise out.error
+        return Entry(*out.rows[0])
+
+    def encode_batch(self, items: Sequence[StdlibItem], first_seq: int) -> Encoded:
+        """Rows for queued items: a record (default JSON body), or (record, formatter output) whose body is that
+        output. One loop over the batch with everything it repeats hoisted out of it: the sender's CPU per record
+        is what the application pays for shipping (the GIL is shared)."""
+        rows: list[Row] = []
+        append = rows.append
+        out = Encoded(rows)
+        fixed_tag = self.config.tag
+        std_keys = self._std_key_fields
+        static_json = self.static_json
+        heads, mids = self._heads, self._mids
+        quote, value = _quote, _value
+        n_plain = N_PLAIN_ATTRIBUTES
+        last_ms, stamp = -1, ""
+        for seq, item in enumerate(items, first_seq):
+            try:
+                if isinstance(item, tuple):
+                    record, formatted = item
+                    append(self._formatted(record, formatted, seq))
+                    continue
+                record = item
+                attrs = record.__dict__
+                name = record.name
+                head = heads.get((record.levelname, name)) or self._head(record.levelname, name)
+                mid_key = (record.threadName, record.process, record.module, record.funcName)
+                mid = mids.get(mid_key) or self._mid(mid_key)
+                ms = int(record.created * 1000)
+                if ms != last_ms:  # records come in bursts: many share a millisecond
+                    last_ms = ms
+                    stamp = f"{self.stamp.prefix(ms // 1000)}.{ms % 1000:03d}Z"
+                message = attrs.get("message")
+                if message is None:  # left to the sender (immutable arguments): see handler.prepare
+                    message = render_message(record)
+                body = (
+                    f'{{"timestamp":"{stamp}",{head[1]}'
+                    f"{quote(message) if type(message) is str else value(message)}{mid}{record.lineno:d},"
+                    f'"seq":{seq:d}{static_json}'
+                )
+                if record.exc_text:
+                    body += f',"exception":{value(record.exc_text)}'
+                if record.stack_info:
+                    body += f',"stack":{value(record.stack_info)}'
+                # LogRecord.__init__ sets every standard attribute, so more attributes than those (plus the
+                # optional message and asctime) means extra fields: a length check instead of a walk per record
+                optional = ("message" in attrs) + ("asctime" in attrs)
+                keys: tuple[str, ...] = ()
+                if len(attrs) > n_plain + optional:
+                    skip = self._skip
+                    body += "".join(f",{quote(k)}:{value(v)}" for k, v in attrs.items() if k not in skip)
+                    keys = self._keys(attrs, record.msg)
+                elif std_keys or type(record.msg) is dict:
+                    keys = self._keys(attrs, record.msg)
+                append((fixed_tag or head[0], name, keys, (body + "}").encode("utf-8"), seq))
+            except Exception as exc:  # one record that cannot be serialized must not stop the others
+                out.failed += 1
+                out.error = exc
+        return out
+
+    def _formatted(self, record: logging.LogRecord, formatted: str, seq: int) -> Row:
+        tag = self.config.tag or clean_tag(record.levelname)
+        return (tag, record.name, self._keys(record.__dict__, record.msg), formatted.encode("utf-8"), seq)
+
+    def _keys(self, attrs: Mapping[str, Any], msg: object) -> tuple[str, ...]:
         if type(msg) is dict:  # structlog's ProcessorFormatter carries the event dict: its ids are keys too
-            keys = keys_of(cfg.key_fields, attrs, msg)
-        else:  # most records carry no key field: two dict lookups, not a walk over the record's attributes
-            keys = keys_of(cfg.key_fields, attrs) if any(f in attrs for f in cfg.key_fields) else ()
-        tag = cfg.tag or self._tags.get(record.levelname) or self._tag_of(record.levelname)
-        if formatted is not None:
-            return Entry(tag, record.name, keys, formatted.encode("utf-8"), seq)
-        # The body is assembled from escaped pieces rather than a dict through json, the names a process repeats
-        # (level, logger, thread, module, function) quoted once: the sender's CPU per record is what the
-        # application pays for shipping (the GIL is shared).
-        q = self._quoted
-        level = q.get(record.levelname) or self._quote_name(record.levelname)
-        name = q.get(record.name) or self._quote_name(record.name)
-        thread = q.get(record.threadName) or self._quote_name(record.threadName)
-        module = q.get(record.module) or self._quote_name(record.module)
-        func = q.get(record.funcName) or self._quote_name(record.funcName)
-        message = attrs.get("message", msg)
-        body = (
-            f'{{"timestamp":"{self.stamp(record.created)}","level":{level},"logger":{name},"message":'
-            f'{_quote(message) if type(message) is str else _value(message)},"thread":{thread},'
-            f'"process":{_value(record.process)},"module":{module},"func":{func},"line":{record.lineno:d},'
-            f'"seq":{seq:d}{self.static_json}'
+            return keys_of(self.config.key_fields, attrs, msg)
+        return keys_of(self.config.key_fields, attrs)
+
+    def _head(self, level: str, logger: str) -> tuple[str, str]:
+        head = (clean_tag(level), f'"level":{_value(level)},"logger":{_value(logger)},"message":')
+        if len(self._heads) < QUOTED_CACHE_SIZE:
+            self._heads[(level, logger)] = head
+        return head
+
+    def _mid(self, key: tuple[Any, ...]) -> str:
+        thread, process, module, func = key
+        mid = (
+            f',"thread":{_value(thread)},"process":{_value(process)},"module":{_value(module)},'
+            f'"func":{_value(func)},"line":'
         )
-        if record.exc_text:
-            body += f',"exception":{_value(record.exc_text)}'
-        if record.stack_info:
-            body += f',"stack":{_value(record.stack_info)}'
-        if not attrs.keys() <= STD_ATTRIBUTES:  # a C-level subset check: extra fields are rare
-            body += "".join(
-                f",{_quote(name_)}:{_value(value)}" for name_, value in attrs.items() if name_ not in self._skip
-            )
-        return Entry(tag, record.name, keys, (body + "}").encode("utf-8"), seq)
-
-    def _tag_of(self, level: str) -> str:
-        tag = self._tags[level] = clean_tag(level)
-        return tag
-
-    def _quote_name(self, text: str | None) -> str:
-        quoted = _value(text)
-        if type(text) is str and len(self._quoted) < QUOTED_CACHE_SIZE:
-            self._quoted[text] = quoted
-        return quoted
+        if len(self._mids) < QUOTED_CACHE_SIZE:
+            self._mids[key] = mid
+        return mid
 
     def document(self, doc: dict[str, Any], level: str, logger: str, seq: int, keys: tuple[str, ...]) -> Entry:
         """A body built by an adapter (loguru, structlog): static fields and ``seq`` added, then JSON."""
@@ -215,45 +315,45 @@ class RecordEncoder:
         return Entry(tag, logger, keys, encode_json(doc).encode("utf-8"), seq)
 
 
-def pack(entries: Sequence[Entry], records_per_message: int, max_bytes: int) -> list[OutMessage]:
-    """Entries as messages, in order. A batch that fits one request as one record per message is sent that way;
-    a bigger backlog packs runs of one tag and logger, so a message never mixes levels or loggers."""
-    if len(entries) <= MAX_SEND_BATCH_MESSAGES or records_per_message <= 1:
-        return [OutMessage(e.tag, e.logger, e.keys, e.body, 1, e.seq) for e in entries]
+def pack(rows: Sequence[Row], records_per_message: int, max_bytes: int) -> list[OutMessage]:
+    """Rows as messages, in order. A batch of at most ``records_per_message`` records goes as one record per
+    message; a bigger one (a backlog: the application logs faster than one message per record can carry) packs
+    runs of one tag and logger, so a message never mixes levels or loggers."""
+    n = len(rows)
+    if n <= records_per_message or records_per_message <= 1:
+        return [OutMessage(tag, logger, keys, body, 1, seq) for tag, logger, keys, body, seq in rows]
     out: list[OutMessage] = []
-    run: list[Entry] = []
-    size = 0
-
-    def close() -> None:
-        keys: list[str] = []
-        for e in run:
-            for k in e.keys:
-                if k not in keys and len(keys) < MAX_KEYS_PER_MESSAGE:
-                    keys.append(k)
-        first = run[0]
-        body = first.body if len(run) == 1 else b"\n".join(e.body for e in run)
-        out.append(OutMessage(first.tag, first.logger, tuple(keys), body, len(run), first.seq))
-
-    for e in entries:
-        if b"\n" in e.body:  # a multi-line body (custom formatter) travels alone: JSON lines could not split it
-            if run:
-                close()
-                run, size = [], 0
-            out.append(OutMessage(e.tag, e.logger, e.keys, e.body, 1, e.seq))
-            continue
-        if run and (
-            e.tag != run[0].tag
-            or e.logger != run[0].logger
-            or len(run) >= records_per_message
-            or size + len(e.body) > max_bytes
-        ):
-            close()
-            run, size = [], 0
-        run.append(e)
-        size += len(e.body) + 1
-    if run:
-        close()
+    i = 0
+    while i < n:
+        tag, logger, _, body, _ = first = rows[i]
+        j = i + 1
+        if b"\n" not in body:  # a multi-line body (custom formatter) travels alone: JSON lines could not split it
+            limit = min(n, i + records_per_message)
+            size = len(body)
+            while j < limit:
+                row = rows[j]
+                size += len(row[3]) + 1
+                if row[0] != tag or row[1] != logger or size > max_bytes or b"\n" in row[3]:
+                    break
+                j += 1
+        if j == i + 1:
+            out.append(OutMessage(tag, logger, first[2], body, 1, first[4]))
+        else:
+            run = rows[i:j]
+            out.append(OutMessage(tag, logger, _merged_keys(run), b"\n".join([r[3] for r in run]), j - i, first[4]))
+        i = j
     return out
+
+
+def _merged_keys(run: Sequence[Row]) -> tuple[str, ...]:
+    if not any([r[2] for r in run]):
+        return ()
+    keys: list[str] = []
+    for r in run:
+        for k in r[2]:
+            if k not in keys and len(keys) < MAX_KEYS_PER_MESSAGE:
+                keys.append(k)
+    return tuple(keys)
 
 
 def iter_records(body: bytes | str, records: int | str | None = None) -> Iterator[dict[str, Any]]:

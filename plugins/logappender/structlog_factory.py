@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig
-from plugins.logappender.record import Entry, RecordEncoder, clean_tag, keys_of
+from plugins.logappender.record import Entry, RecordEncoder, batch_of, clean_tag, keys_of
 from plugins.logappender.shipper import Counters, LogShipper, in_sender_thread
 
 APPENDER_TYPE = "STRUCTLOG_APPENDER"
@@ -39,7 +39,7 @@ class RocketMQLoggerFactory:
     def __init__(self, topic: str, **options: Any) -> None:
         self.config = AppenderConfig.build(topic, **options)
         self._encoder = RecordEncoder(self.config)
-        self.shipper = LogShipper(self.config, self._encode, APPENDER_TYPE)
+        self.shipper = LogShipper(self.config, batch_of(self._encode), APPENDER_TYPE)
 
     def __call__(self, *args: Any) -> RocketMQLogger:
         name = str(args[0]) if args and args[0] is not None else ""

@@ -209,3 +209,25 @@ def test_behind_a_queue_handler_and_listener(shared_broker: BrokerHandle, app_lo
     # QueueHandler.prepare() already merged the traceback into the message (stdlib behaviour)
     failed = by_message["failed"]
     assert failed[0].tags == "ERROR" and "RuntimeError: behind the queue" in failed[1]["message"]
+
+
+@pytest.mark.timeout(60)
+def test_a_call_whose_arguments_do_not_fit_is_reported_and_the_others_arrive(
+    shared_broker: BrokerHandle, app_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = _topic("BadFormat")
+    handler = RocketMQHandler(topic, namesrv_addr=shared_broker.addr, **FAST)
+    app_logger.addHandler(handler)
+    app_logger.info("n=%d", 1)
+    # rendered by the sender (an immutable argument): fails there; straight to the handler, as pytest's own
+    # capture handler would raise on the logging thread
+    bad = app_logger.makeRecord(app_logger.name, logging.INFO, __file__, 1, "n=%d", ("not a number",), None)
+    handler.handle(bad)
+    app_logger.info("n=%d", 3)
+    assert handler.flush(10)
+    stored = records_of(read_topic(shared_broker.addr, topic, 2))
+    assert [r["message"] for r in stored] == ["n=1", "n=3"]
+    c = handler.counters()
+    assert (c.accepted, c.sent, c.dropped_error) == (3, 2, 1)
+    err = capsys.readouterr().err
+    assert "could not be serialized" in err and f"logging call at {__file__}:" in err

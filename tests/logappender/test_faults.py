@@ -171,10 +171,10 @@ def test_overflow_policies_under_a_full_queue(silent_port: int, policy: str) -> 
         assert c.queued == 5 and c.dropped_overflow == 3
         if policy == "drop_new":
             assert c.accepted == 6 and elapsed < 0.5
-            assert [item[0].getMessage() for item in handler.shipper._queue] == [f"r{i}" for i in range(5)]
+            assert [record.getMessage() for record in handler.shipper._queue] == [f"r{i}" for i in range(5)]
         elif policy == "drop_oldest":
             assert c.accepted == 9 and elapsed < 0.5
-            assert [item[0].getMessage() for item in handler.shipper._queue] == [f"r{i}" for i in range(3, 8)]
+            assert [record.getMessage() for record in handler.shipper._queue] == [f"r{i}" for i in range(3, 8)]
         else:
             assert c.accepted == 6 and elapsed >= 3 * 0.2  # each of the three waited block_timeout
     finally:

@@ -6,14 +6,27 @@ import json
 import logging
 import logging.config
 import os
+import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
-from plugins.logappender.record import Entry, OutMessage, RecordEncoder, pack
+from plugins.logappender.handler import prepare
+from plugins.logappender.record import (
+    Encoded,
+    Entry,
+    OutMessage,
+    RecordEncodeError,
+    RecordEncoder,
+    batch_of,
+    pack,
+)
+from plugins.logappender.shipper import LogShipper
 from plugins.logappender.spool import DiskSpool
+from plugins.logappender.transport import Ordering
 
 ADDR = "127.0.0.1:1"  # nothing listens: the handler connects lazily, so configuring it must still work
 
@@ -131,8 +144,20 @@ def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}') -> list[Entr
 
 
 def test_small_batches_are_one_record_per_message() -> None:
-    out = pack(_entries([("INFO", "a")] * 1000), 64, 1 << 20)
-    assert len(out) == 1000 and all(m.count == 1 for m in out)
+    out = pack(_entries([("INFO", "a")] * 64), 64, 1 << 20)
+    assert len(out) == 64 and all(m.count == 1 for m in out)
+    assert [m.first_seq for m in out] == list(range(64)) and out[5].keys == ("k5",)
+    never = pack(_entries([("INFO", "a")] * 1000), 1, 1 << 20)  # records_per_message=1: never packed
+    assert len(never) == 1000 and all(m.count == 1 for m in never)
+
+
+def test_a_batch_bigger_than_one_message_packs_and_respects_max_bytes() -> None:
+    out = pack(_entries([("INFO", "a")] * 65), 64, 1 << 20)
+    assert [(m.count, m.first_seq) for m in out] == [(64, 0), (1, 64)]
+    body = b'{"m":1}'
+    small = pack(_entries([("INFO", "a")] * 100, body), 64, 3 * len(body) + 2)  # three lines fit, not four
+    assert [m.count for m in small] == [3] * 33 + [1]
+    assert all(len(m.body) <= 3 * len(body) + 2 for m in small)
 
 
 def test_a_backlog_packs_runs_of_one_level_and_logger_in_order() -> None:
@@ -209,3 +234,95 @@ def test_a_corrupt_spool_file_is_set_aside(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="unreadable"):
         spool.claim_oldest()
     assert spool.pending_records() == 0 and list(tmp_path.glob("*.corrupt"))
+
+
+def _call(msg: str, *args: object, **extra: object) -> logging.LogRecord:
+    return logging.getLogger("app.calls").makeRecord(
+        "app.calls", logging.INFO, "/srv/app/shop.py", 7, msg, args, None, "checkout", extra or None
+    )
+
+
+def _bodies(encoded: Encoded) -> list[dict[str, object]]:
+    return [json.loads(row[3]) for row in encoded.rows]
+
+
+def test_immutable_arguments_are_rendered_by_the_sender_mutable_ones_at_the_call() -> None:
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    deferred = prepare(_call("order %s paid %s", 17, "EUR"))
+    assert "message" not in deferred.__dict__  # nothing in it can change: left to the sender
+    cart = ["apple"]
+    rendered = prepare(_call("cart %s", cart))
+    not_str = prepare(_call(cast(str, {"event": "e"})))
+    cart.append("pear")  # after the call: the record must still say what the call said
+    bodies = _bodies(encoder.encode_batch([deferred, rendered, not_str], 1))
+    assert [b["message"] for b in bodies] == ["order 17 paid EUR", "cart ['apple']", "{'event': 'e'}"]
+
+
+def test_a_record_whose_arguments_do_not_fit_is_dropped_alone_and_named() -> None:
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    items = [prepare(_call("n=%d", 1)), prepare(_call("n=%d", "x")), prepare(_call("n=%d", 3))]
+    out = encoder.encode_batch(items, 10)
+    assert out.failed == 1 and isinstance(out.error, RecordEncodeError)
+    assert out.error.where == "/srv/app/shop.py:7" and "TypeError" in str(out.error)
+    assert [(b["message"], b["seq"]) for b in _bodies(out)] == [("n=1", 10), ("n=3", 12)]  # seq: the item's place
+
+
+def test_extra_fields_are_found_whatever_other_handlers_set_on_the_record() -> None:
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    formatted = _call("plain")
+    logging.Formatter("%(asctime)s %(message)s").format(formatted)  # another handler: message and asctime set
+    formatted_extra = _call("with extra", request_id="r-1")
+    logging.Formatter("%(asctime)s %(message)s").format(formatted_extra)
+    one_extra = _call("one extra", amount=5)
+    out = encoder.encode_batch([formatted, formatted_extra, one_extra], 1)
+    plain, with_extra, single = _bodies(out)
+    assert "asctime" not in plain and set(plain) == set(_bodies(encoder.encode_batch([_call("x")], 1))[0])
+    assert with_extra["request_id"] == "r-1" and out.rows[1][2] == ("r-1",) and "asctime" not in with_extra
+    assert single["amount"] == 5 and out.rows[2][2] == ()
+
+
+class _GatedTransport:
+    """Records the size of every batch; holds the first send until released."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def send(self, messages: list[OutMessage], timeout: float, ordering: Ordering) -> None:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the send"
+        self.batches.append(sum(m.count for m in messages))
+
+    def close(self) -> None:
+        pass
+
+
+def _gated_shipper() -> tuple[LogShipper, _GatedTransport]:
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, linger=1.0, records_per_message=64)
+    shipper = LogShipper(cfg, batch_of(lambda item, seq: Entry("INFO", "a", (), b"{}", seq)), "TEST")
+    transport = _GatedTransport()
+    shipper._transport = transport
+    return shipper, transport
+
+
+@pytest.mark.parametrize("first", [100, 1], ids=["heavy", "modest"])
+def test_under_a_heavy_load_a_sender_waits_for_a_packable_batch_instead_of_sending_a_handful(first: int) -> None:
+    shipper, transport = _gated_shipper()
+    try:
+        for i in range(first):
+            shipper.offer(i)
+        assert transport.entered.wait(10)  # the first batch went after its linger; its send is held
+        for i in range(5):
+            shipper.offer(i)
+        transport.release.set()  # the sender finds 5 records: fewer than a packed message holds
+        time.sleep(0.2)  # (a sender taking whatever is there has sent the 5 by now)
+        for i in range(100):
+            shipper.offer(i)
+        assert shipper.flush(10)
+    finally:
+        shipper.close(5)
+    if first > 64:  # the first batch packed: the load is heavy, so the 5 waited for company
+        assert transport.batches == [first, 105]
+    else:  # a modest rate: no wait beyond the send before (latency first)
+        assert transport.batches == [first, 5, 100]

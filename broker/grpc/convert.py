@@ -68,7 +68,7 @@ def _ipv4(host: str) -> str | None:
     return str(ip) if ip.version == 4 else None
 
 
-def _host_tuple(host: str, peer: tuple[str, int]) -> tuple[str, int]:
+def host_tuple(host: str, peer: tuple[str, int]) -> tuple[str, int]:
     """The address the client declares, with the port of its connection (v2 declares no port: ``ip:0`` told
     ``queryMsgById`` readers nothing); the connection's address when the declaration is no IPv4 literal."""
     ip = _ipv4(host)
@@ -108,7 +108,7 @@ def from_v2_message(
         properties=props,
         sys_flag=sys_flag,
         born_timestamp=born_ms,
-        born_host=_host_tuple(sp.born_host, born_host) if sp.born_host else born_host,
+        born_host=host_tuple(sp.born_host, born_host) if sp.born_host else born_host,
         store_host=store_host,
     )
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.context import BrokerContext
-from broker.grpc.convert import from_v2_message, kind_of_v2, timestamp_to_ms
-from broker.store.message import java_string_hash
-from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.grpc.convert import from_v2_message, host_tuple, kind_of_v2, timestamp_to_ms
+from broker.store.message import COMPRESSED_FLAG, MessageExtBrokerInner, java_string_hash
+from broker.store.results import PutMessageResult, PutMessageStatus, PutResults
 from broker.timer_service import deliver_ms_of, encode_recall_handle, to_delay_level, to_schedule
 from broker.transaction_service import to_half
 from orbitmq import message_const as mc
@@ -91,6 +92,14 @@ def validate_v2_message(
             )
 
 
+@dataclass(frozen=True, slots=True)
+class _PlainBatch:
+    """A request of normal messages, checked and converted in one pass: the store's messages and their ids."""
+
+    inners: list[MessageExtBrokerInner]
+    ids: list[str]
+
+
 class SendService:
     """Owns the per-topic round-robin counters (loop-only state)."""
 
@@ -151,11 +160,111 @@ class SendService:
                 check_message_type(kind, tc.message_type.value, topic)
         return tc
 
+    def _plain(self, messages: Sequence[definition_pb2.Message], born_host: tuple[str, int]) -> _PlainBatch | None:
+        """The common request in one pass per message: normal messages only (no transaction, delivery time,
+        message group or client delay level), checked as ``_check`` checks them and converted as
+        ``from_v2_message`` converts them. None when a message is anything else: the request then takes the
+        general path from the start (its checks come first in the same order, so it raises what this would)."""
+        if not messages or len(messages) > MAX_SEND_BATCH_MESSAGES:
+            return None
+        topic = messages[0].topic.name
+        validate_topic(topic)
+        max_body = self.ctx.max_message_size
+        store_host = self.ctx.store_host
+        now_ms = int(time.time() * 1000)
+        tags, keys_prop, uniq = mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        level_prop = mc.PROPERTY_CLIENT_DELAY_LEVEL
+        transaction, gzip = definition_pb2.TRANSACTION, definition_pb2.GZIP
+        inners: list[MessageExtBrokerInner] = []
+        ids: list[str] = []
+        total = 0
+        for m in messages:
+            sp = m.system_properties
+            if (
+                sp.message_type == transaction
+                or sp.HasField("delivery_timestamp")
+                or sp.HasField("message_group")
+                or sp.HasField("orphaned_transaction_recovery_duration")
+                or level_prop in m.user_properties
+            ):
+                return None
+            if m.topic.name != topic:
+                raise MQError(Code.MESSAGE_CORRUPTED, "all messages of a batch must have the same topic")
+            body = m.body
+            total += len(body)
+            validate_body(body, max_body)
+            message_id = sp.message_id
+            if not message_id.strip():
+                raise MQError(Code.ILLEGAL_MESSAGE_ID, "message_id is blank")
+            user = m.user_properties
+            props: dict[str, str] = dict(user) if user else {}
+            size = validate_user_properties(props) if props else 0
+            if sp.HasField("tag"):
+                tag = sp.tag
+                validate_tag(tag)
+                size += len(tag.encode("utf-8"))
+                props[tags] = tag
+            keys = sp.keys
+            if keys:
+                validate_keys(keys)
+                size += sum(len(k.encode("utf-8")) for k in keys)
+                props[keys_prop] = mc.KEY_SEPARATOR.join(keys)
+            validate_properties_size(size)
+            props[uniq] = message_id
+            declared = sp.born_host
+            inners.append(
+                MessageExtBrokerInner(
+                    topic,
+                    body,
+                    0,
+                    props,
+                    sys_flag=COMPRESSED_FLAG if sp.body_encoding == gzip else 0,
+                    born_timestamp=timestamp_to_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms,
+                    born_host=host_tuple(declared, born_host) if declared else born_host,
+                    store_host=store_host,
+                )
+            )
+            ids.append(message_id)
+        if len(messages) > 1 and total > MAX_BATCH_SIZE:
+            raise MQError(
+                Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
+            )
+        tc = self.ctx.topics.get_or_auto_create(topic, TopicMessageType.NORMAL)
+        if not PermName.is_writeable(tc.perm):
+            raise MQError(Code.FORBIDDEN, f"topic {topic!r} is not writeable on broker {self.ctx.broker_name}")
+        if self.ctx.config.enableTopicMessageTypeCheck:
+            check_message_type(MessageKind.NORMAL, tc.message_type.value, topic)
+        queue_id = self._next_queue(tc)
+        for inner in inners:
+            inner.queue_id = queue_id
+        return _PlainBatch(inners, ids)
+
+    async def _send_plain(self, plain: _PlainBatch) -> service_pb2.SendMessageResponse:
+        inners = plain.inners
+        plugins = self.ctx.plugins
+        if plugins.has_before_store:
+            for inner in inners:
+                plugins.before_store(inner)  # an MQError refuses the request: nothing of it is stored
+        results: Sequence[PutMessageResult] = await self.ctx.store.put_messages_aio(inners)
+        if plugins.has_after_store:
+            for inner, result in zip(inners, results, strict=True):
+                plugins.after_store(inner, result)
+        if isinstance(results, PutResults) and _PUT_STATUS_CODES.get(results.status) == Code.OK:
+            response = service_pb2.SendMessageResponse(status=_OK)
+            add = response.entries.add
+            for message_id, offset in zip(plain.ids, results.queue_offsets, strict=True):
+                add(status=_OK, message_id=message_id, offset=offset)
+            return response
+        return _response_for_ids(plain.ids, [definition_pb2.NORMAL] * len(plain.ids), results)
+
     async def send(
         self, request: service_pb2.SendMessageRequest, born_host: tuple[str, int] = ("127.0.0.1", 0)
     ) -> service_pb2.SendMessageResponse:
         messages = request.messages
         try:
+            plain = self._plain(messages, born_host)
+            if plain is not None:
+                return await self._send_plain(plain)
             tc = self._check(messages)
         except MQError as exc:
             st = status_from_error(exc)
@@ -234,18 +343,24 @@ def _topic_type_for(kinds: set[MessageKind]) -> TopicMessageType:
 def _response(
     messages: Sequence[definition_pb2.Message], results: Sequence[PutMessageResult]
 ) -> service_pb2.SendMessageResponse:
+    sps = [m.system_properties for m in messages]
+    return _response_for_ids([sp.message_id for sp in sps], [sp.message_type for sp in sps], results)
+
+
+def _response_for_ids(
+    ids: Sequence[str], message_types: Sequence[int], results: Sequence[PutMessageResult]
+) -> service_pb2.SendMessageResponse:
     response = service_pb2.SendMessageResponse()
     add = response.entries.add  # in-place adds: no temporary entry objects on the batch hot path
     codes: set[int] = set()
-    for m, r in zip(messages, results, strict=True):
+    for message_id, message_type, r in zip(ids, message_types, results, strict=True):
         code = _PUT_STATUS_CODES.get(r.status, Code.INTERNAL_SERVER_ERROR)
         codes.add(int(code))
         st = _OK if code == Code.OK else status(code, r.error or r.status.value)
-        sp = m.system_properties
-        entry = add(status=st, message_id=sp.message_id)
+        entry = add(status=st, message_id=message_id)
         if r.append_result is not None:
             entry.offset = r.append_result.logics_offset
-            if sp.message_type == definition_pb2.TRANSACTION:
+            if message_type == definition_pb2.TRANSACTION:
                 entry.transaction_id = r.append_result.msg_id
     if len(codes) == 1:
         response.status.CopyFrom(response.entries[0].status)

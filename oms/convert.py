@@ -62,7 +62,8 @@ _TAG_KEYS = (NonStandardKeys.TAGS, mc.PROPERTY_TAGS)
 _KEY_KEYS = (NonStandardKeys.KEYS, mc.PROPERTY_KEYS)
 _GROUP_KEYS = (BuiltinKeys.STREAM_KEY, BuiltinKeys.SHARDING_KEY, NonStandardKeys.SHARDING_KEY, mc.PROPERTY_SHARDING_KEY)
 _DELAY_KEYS = (NonStandardKeys.DELAY_TIME_LEVEL, mc.PROPERTY_DELAY_TIME_LEVEL)
-_MAPPED = frozenset(
+# Headers to_wire reads as message fields (topic, tag, keys, group, delivery time, trace), never as properties.
+MAPPED_HEADERS = frozenset(
     {BuiltinKeys.DESTINATION, BuiltinKeys.SEARCH_KEYS, BuiltinKeys.START_TIME, BuiltinKeys.TRACE_ID}
     | set(_TAG_KEYS)
     | set(_KEY_KEYS)
@@ -260,10 +261,10 @@ def to_wire(
         props: dict[str, str] = {}
         # Unknown sys headers travel as properties, as RocketMQ's OMS did; user headers override them.
         for key, value in sys_h.items():
-            if key not in _MAPPED and key not in _RECEIVED_ONLY:
+            if key not in MAPPED_HEADERS and key not in _RECEIVED_ONLY:
                 props[key] = value
         for key, value in user_h.items():
-            if key not in _MAPPED:
+            if key not in MAPPED_HEADERS:
                 props[key] = value
         size += validate_user_properties(props)
         if level is not None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from rocketmq.grpc_protocol import definition_pb2
 
 from oms.client.identity import new_message_id
-from oms.convert import WireMessage, v2_message
+from oms.convert import MAPPED_HEADERS, WireMessage, v2_message
 from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.message import BytesMessage
@@ -159,7 +159,8 @@ def plain_wires(
 
 
 # What a message may carry to be sent as a plain row: a topic, a tag, keys (an id it had is replaced, as to_wire
-# replaces it); anything else (user headers, delays, groups, unsupported headers) takes to_wire.
+# replaces it) and user headers that to_wire passes on as properties; anything else (delays, groups, unsupported
+# headers, user headers to_wire would read as a tag or keys...) takes to_wire.
 _PLAIN_SYS_HEADERS = frozenset(
     {BuiltinKeys.DESTINATION, BuiltinKeys.MESSAGE_ID, NonStandardKeys.TAGS, BuiltinKeys.SEARCH_KEYS}
 )
@@ -174,7 +175,7 @@ def plain_message_wires(
     Gives each message its id, as ``to_wire`` does; raises what ``to_wire`` raises."""
     plain = _PLAIN_SYS_HEADERS
     for m in messages:
-        if m.user_headers() or not plain.issuperset(m.sys_headers()):
+        if not plain.issuperset(m.sys_headers()) or not MAPPED_HEADERS.isdisjoint(m.user_headers()):
             return None
         if 0 < compress_over < len(m.body):
             return None
@@ -192,7 +193,7 @@ def plain_message_wires(
             if tag == "":
                 validate_tag(tag)  # to_wire refuses a blank tag where a column leaves it out
             keys = m.keys if BuiltinKeys.SEARCH_KEYS in sys_h else []
-            wire = rows.wire(m, topic, m.body, tag, keys, None)
+            wire = rows.wire(m, topic, m.body, tag, keys, m.user_headers())
             sys_h.set_trusted(BuiltinKeys.MESSAGE_ID, wire.message_id)
             wires.append(wire)
     except MQError as exc:

@@ -227,10 +227,14 @@ def test_a_refused_send_batch_answer_raises_the_broker_code() -> None:
 
 
 def _plain_messages(topic: str, n: int, prefix: str) -> list[oms.BytesMessage]:
-    """Messages ``plain_message_wires`` takes: a topic, maybe a tag, maybe keys, no user headers."""
+    """Messages ``plain_message_wires`` takes: a topic, maybe a tag, keys, user headers passed on as properties."""
     return [
         oms.BytesMessage(
-            f"{prefix}-{i}", topic, tags=f"Tag{i % 3}" if i % 4 else None, keys=[f"k{i}", "shared"] if i % 2 else None
+            f"{prefix}-{i}",
+            topic,
+            tags=f"Tag{i % 3}" if i % 4 else None,
+            keys=[f"k{i}", "shared"] if i % 2 else None,
+            user_headers={"i": i, "host": "web-1"} if i % 3 else None,
         )
         for i in range(n)
     ]
@@ -274,7 +278,8 @@ def test_plain_batches_convert_as_to_wire_converts() -> None:
     # anything more than plain: None, and send_batch converts message by message
     later = int(time.time() * 1000) + 60_000
     for other in (
-        oms.BytesMessage(b"x", "T", user_headers={"p": 1}),
+        oms.BytesMessage(b"x", "T", user_headers={"TAGS": "t"}),  # to_wire reads it as the tag
+        oms.BytesMessage(b"x", "T", user_headers={"KEYS": "k"}),
         oms.BytesMessage(b"x", "T", sharding_key="g"),
         oms.BytesMessage(b"x", "T", start_time=later),
         oms.BytesMessage(b"x", "T", delay_level=2),
@@ -294,6 +299,8 @@ def test_plain_batches_convert_as_to_wire_converts() -> None:
         oms.BytesMessage(b"x", ""),
         oms.BytesMessage(b"", "T"),
         oms.BytesMessage(b"y" * 2048, "T"),
+        oms.BytesMessage(b"x", "T", user_headers={"UNIQ_KEY": "forged"}),
+        oms.BytesMessage(b"x", "T", user_headers={"k": "v\x01"}),
     ],
 )
 def test_a_refused_plain_message_raises_what_to_wire_raises(message: oms.BytesMessage) -> None:

@@ -59,12 +59,13 @@ DEFAULT_MAX_OFFSETS_PER_PARTITION = 200_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's 15m
 DEFAULT_PULL_BATCH_SIZE = 1024  # the broker's most per PullBatch (orbitmq.limits.MAX_PULL_BATCH_SIZE)
 DEFAULT_PULL_TIMEOUT_MS = 3000
-# A task keeps this many pulls of its range outstanding: the broker, the network and the client's decoding of one
-# pull overlap the Arrow conversion of another (bench_spark: 1 -> 4 in flight, see docs/spark.md).
-DEFAULT_PULLS_IN_FLIGHT = 4
+# A task keeps this many pulls of its range outstanding, so the broker's work and the network overlap the Arrow
+# conversion. 2 (one ahead) measured as fast as 4 and faster than 1 (bench_spark A/B, docs/spark.md): every process
+# is CPU-bound on a small machine, and more threads only add GIL hand-offs.
+DEFAULT_PULLS_IN_FLIGHT = 2
 MAX_PULLS_IN_FLIGHT = 16  # one thread each in the task
 # Rows per Arrow record batch handed to Spark: several pulls in one batch, because Spark's Arrow hand-over (IPC
-# write, JVM batch conversion) has a cost per batch (bench_spark: 1024 -> 8192 rows, see docs/spark.md).
+# write, JVM batch conversion) costs per batch too (bench_spark A/B: 1024 -> 8192 rows 1.22x, 32768 no better).
 DEFAULT_RECORD_BATCH_SIZE = 8192
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -41,6 +41,8 @@ READ_OPTIONS = (
     "group",
     "pullBatchSize",
     "pullTimeoutMs",
+    "pullsInFlight",
+    "recordBatchSize",
 )
 WRITE_OPTIONS = (
     *CONNECTION_OPTIONS,
@@ -55,6 +57,16 @@ WRITE_OPTIONS = (
 DEFAULT_GROUP = "spark-rocketmq-reader"
 DEFAULT_MAX_OFFSETS_PER_PARTITION = 200_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's 15m
+DEFAULT_PULL_BATCH_SIZE = 1024  # the broker's most per PullBatch (orbitmq.limits.MAX_PULL_BATCH_SIZE)
+DEFAULT_PULL_TIMEOUT_MS = 3000
+# A task keeps this many pulls of its range outstanding, so the broker's work and the network overlap the Arrow
+# conversion. 2 (one ahead) measured as fast as 4 and faster than 1 (bench_spark A/B, docs/spark.md): every process
+# is CPU-bound on a small machine, and more threads only add GIL hand-offs.
+DEFAULT_PULLS_IN_FLIGHT = 2
+MAX_PULLS_IN_FLIGHT = 16  # one thread each in the task
+# Rows per Arrow record batch handed to Spark: several pulls in one batch, because Spark's Arrow hand-over (IPC
+# write, JVM batch conversion) costs per batch too (bench_spark A/B: 1024 -> 8192 rows 1.22x, 32768 no better).
+DEFAULT_RECORD_BATCH_SIZE = 8192
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -106,8 +118,10 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     include_properties: bool = False
     group: str | None = None
-    pull_batch_size: int = 1024
-    pull_timeout_ms: int = 3000
+    pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+    pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
+    pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT
+    record_batch_size: int = DEFAULT_RECORD_BATCH_SIZE
 
     @property
     def consumer_group(self) -> str:
@@ -310,6 +324,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     min_per_trigger = opts.number("minOffsetsPerTrigger")
     if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
         raise option_error("minOffsetsPerTrigger", f"{min_per_trigger} exceeds maxOffsetsPerTrigger {max_per_trigger}")
+    pulls_in_flight = opts.number("pullsInFlight", DEFAULT_PULLS_IN_FLIGHT) or 1
+    if pulls_in_flight > MAX_PULLS_IN_FLIGHT:
+        raise option_error("pullsInFlight", f"{pulls_in_flight} exceeds {MAX_PULLS_IN_FLIGHT}")
     group = opts.text("group")
     if group is not None and not re.fullmatch(r"[%|a-zA-Z0-9_-]{1,255}", group):
         raise option_error("group", f"{group!r} is not a consumer group name (letters, digits, _ - % |, at most 255)")
@@ -332,8 +349,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         fail_on_data_loss=opts.flag("failOnDataLoss", True),
         include_properties=opts.flag("includeProperties", False),
         group=group,
-        pull_batch_size=opts.number("pullBatchSize", 1024) or 1,
-        pull_timeout_ms=opts.number("pullTimeoutMs", 3000, minimum=0) or 0,
+        pull_batch_size=opts.number("pullBatchSize", DEFAULT_PULL_BATCH_SIZE) or 1,
+        pull_timeout_ms=opts.number("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=0) or 0,
+        pulls_in_flight=pulls_in_flight,
+        record_batch_size=opts.number("recordBatchSize", DEFAULT_RECORD_BATCH_SIZE) or 1,
     )
     _check_named_topics(result)
     return result

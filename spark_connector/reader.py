@@ -10,7 +10,8 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from orbitmq.limits import MAX_PULL_BATCH_SIZE
 from spark_connector.clients import CLIENTS, Catalog, QueueState
 from spark_connector.errors import ConnectorErrorCode, RocketMQConnectorError, option_error
 from spark_connector.offsets import (
@@ -33,10 +35,12 @@ from spark_connector.offsets import (
     total_between,
 )
 from spark_connector.options import Position, ReadOptions, TopicMode
-from spark_connector.schema import arrow_schema, to_record_batch
+from spark_connector.schema import arrow_schema, concat_columns, to_record_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    import oms
 
 log = logging.getLogger("spark_connector")
 
@@ -139,10 +143,11 @@ def plan_ranges(start: Offsets, end: Offsets, options: ReadOptions, catalog: Cat
 
 
 def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """The messages of ``part`` in offset order, one record batch per pull.
+    """The messages of ``part`` in offset order, in record batches of about ``recordBatchSize`` rows.
 
-    The next pull is asked for while this one's rows are built (one prefetch), so the broker's work and the
-    network overlap the Arrow conversion.
+    ``pullsInFlight`` pulls are outstanding at once, planned at the offsets the previous ones should end at
+    (``_Pulls``), so the broker's work, the network and the client's decoding overlap the Arrow conversion. Several
+    pulls go into one record batch: Spark's Arrow hand-over costs per batch as well as per row.
     """
     import oms
 
@@ -151,57 +156,107 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     consumer = CLIENTS.consumer(options.connection, options.consumer_group)
     queue = oms.MessageQueue(part.topic, part.broker_name, part.queue_id)
     target = arrow_schema(schema)
+    stride = min(options.pull_batch_size, MAX_PULL_BATCH_SIZE)  # the broker never answers more per pull
 
     def pull(at: int, wait_s: float) -> oms.PullResult:
-        want = min(options.pull_batch_size, part.end - at)
         return consumer.pull_columns(
             queue,
             at,
-            want,
+            min(stride, part.end - at),
             wait_s,
             expression=options.expression,
             expression_type=options.expression_type,
             properties=options.include_properties,
         )
 
+    def batch(chunks: list[oms.MessageColumns]) -> pa.RecordBatch:
+        cols = concat_columns(chunks)
+        return to_record_batch(cols, part.topic, part.broker_name, part.queue_id, target, options.include_properties)
+
     offset, waited = part.start, False
-    with ThreadPoolExecutor(1, thread_name_prefix="rocketmq-prefetch") as prefetch:
-        ahead: Future[oms.PullResult] | None = None
-        while offset < part.end:
-            result = (
-                ahead.result() if ahead is not None else pull(offset, options.pull_timeout_ms / 1000 if waited else 0.0)
-            )
-            ahead = None
-            if result.status is oms.PullStatus.OFFSET_ILLEGAL:
-                if offset < result.min_offset:
+    chunks: list[oms.MessageColumns] = []
+    buffered = 0
+    with ThreadPoolExecutor(options.pulls_in_flight, thread_name_prefix="rocketmq-pull") as pool:
+        pulls = _Pulls(pull, pool, stride, options.pulls_in_flight, part.end)
+        try:
+            while offset < part.end:
+                if waited:  # planned from the broker's max offset; give a lagging answer one long poll
+                    pulls.drop()
+                    result = pull(offset, options.pull_timeout_ms / 1000)
+                else:
+                    result = pulls.take(offset)
+                if result.status is oms.PullStatus.OFFSET_ILLEGAL:
+                    if offset < result.min_offset:
+                        _lost(options, part, offset, min(result.min_offset, part.end))
+                        offset = result.min_offset
+                        continue
+                    _lost(options, part, offset, part.end)  # the queue ends before the range does: truncated
+                    break
+                if result.min_offset > offset:
                     _lost(options, part, offset, min(result.min_offset, part.end))
-                    offset = result.min_offset
-                    continue
-                _lost(options, part, offset, part.end)  # the queue ends before the range does: it was truncated
-                return
-            if result.min_offset > offset:
-                _lost(options, part, offset, min(result.min_offset, part.end))
-            if result.status is oms.PullStatus.NO_NEW_MSG:
-                if not waited:  # planned from the broker's max offset; give a lagging answer one long poll
-                    waited = True
-                    continue
-                _lost(options, part, offset, part.end)
-                return
-            waited = False
-            if result.next_offset <= offset:
-                raise RocketMQConnectorError(
-                    ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
-                )
-            if result.next_offset < part.end:
-                ahead = prefetch.submit(pull, result.next_offset, 0.0)
-            cols = result.columns or oms.MessageColumns()
-            if cols.queue_offsets and cols.queue_offsets[-1] >= part.end:  # the pull may run past this range
-                cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < part.end])
-            if len(cols):
-                yield to_record_batch(
-                    cols, part.topic, part.broker_name, part.queue_id, target, options.include_properties
-                )
-            offset = result.next_offset
+                if result.status is oms.PullStatus.NO_NEW_MSG:
+                    if not waited:
+                        waited = True
+                        continue
+                    _lost(options, part, offset, part.end)
+                    break
+                waited = False
+                if result.next_offset <= offset:
+                    raise RocketMQConnectorError(
+                        ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
+                    )
+                cols = result.columns or oms.MessageColumns()
+                if cols.queue_offsets and cols.queue_offsets[-1] >= part.end:  # the pull may run past this range
+                    cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < part.end])
+                if len(cols):
+                    chunks.append(cols)
+                    buffered += len(cols)
+                if buffered >= options.record_batch_size:
+                    yield batch(chunks)
+                    chunks, buffered = [], 0
+                offset = result.next_offset
+            if chunks:
+                yield batch(chunks)
+        finally:
+            pulls.drop()
+
+
+class _Pulls:
+    """One range's pulls, up to ``depth`` outstanding, each planned at the offset where the one before it should
+    end (``start + k * stride``). A pull that ends elsewhere (a filter that skipped, a byte limit that cut it short,
+    a lost range) makes the plan wrong: what is outstanding is dropped and pulling starts again from where it is."""
+
+    def __init__(
+        self,
+        pull: Callable[[int, float], oms.PullResult],
+        pool: ThreadPoolExecutor,
+        stride: int,
+        depth: int,
+        end: int,
+    ) -> None:
+        self._pull = pull
+        self._pool = pool
+        self._stride = stride
+        self._depth = depth
+        self._end = end
+        self._ahead: deque[tuple[int, Future[oms.PullResult]]] = deque()
+
+    def take(self, offset: int) -> oms.PullResult:
+        """The pull from ``offset`` (no waiting at the queue's end), with the next ones asked for."""
+        if self._ahead and self._ahead[0][0] != offset:
+            self.drop()
+        if not self._ahead:
+            self._ahead.append((offset, self._pool.submit(self._pull, offset, 0.0)))
+        at = self._ahead[-1][0] + self._stride
+        while len(self._ahead) < self._depth and at < self._end:
+            self._ahead.append((at, self._pool.submit(self._pull, at, 0.0)))
+            at += self._stride
+        return self._ahead.popleft()[1].result()
+
+    def drop(self) -> None:
+        """Forget what is outstanding (a pull already running finishes; nobody reads its answer)."""
+        while self._ahead:
+            self._ahead.popleft()[1].cancel()
 
 
 def _lost(options: ReadOptions, part: QueueRange, start: int, stop: int) -> None:

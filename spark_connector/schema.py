@@ -61,6 +61,28 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+def concat_columns(chunks: list[oms.MessageColumns]) -> oms.MessageColumns:
+    """Consecutive pulls' columns as one (list extends: C loops, no per-row Python)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    import oms
+
+    first = chunks[0]
+    out = oms.MessageColumns(properties=None if first.properties is None else [])
+    for chunk in chunks:
+        out.queue_offsets.extend(chunk.queue_offsets)
+        out.message_ids.extend(chunk.message_ids)
+        out.tags.extend(chunk.tags)
+        out.keys.extend(chunk.keys)
+        out.bodies.extend(chunk.bodies)
+        out.born_timestamps.extend(chunk.born_timestamps)
+        out.store_timestamps.extend(chunk.store_timestamps)
+        out.reconsume_times.extend(chunk.reconsume_times)
+        if out.properties is not None:
+            out.properties.extend(chunk.properties or [{} for _ in range(len(chunk))])
+    return out
+
+
 def to_record_batch(
     cols: oms.MessageColumns,
     topic: str,

@@ -200,19 +200,32 @@ def to_rows(
     message groups or delays. Same checks and the same messages as ``to_messages``."""
     if options.topic is None or any(columns.has(name) for name in _MESSAGE_ONLY):
         return None
-    col = {name: batch.column(name).to_pylist() for name in {columns.body, *columns.names} if name != "topic"}
-    bodies: list[bytes] = []
-    for i, body in enumerate(col[columns.body]):
-        if body is None:
-            raise _bad_row(columns.body, f"row {seq + i} of the task has a null body (RocketMQ has no empty messages)")
-        bodies.append(body.encode("utf-8") if isinstance(body, str) else body)
+    import pyarrow as pa
+
+    body = batch.column(columns.body)
+    if body.null_count:
+        first = body.is_null().to_pylist().index(True)
+        raise _bad_row(columns.body, f"row {seq + first} of the task has a null body (RocketMQ has no empty messages)")
+    # a string column is cast to binary in Arrow (its UTF-8 bytes as they are): no encode() per row
+    if pa.types.is_string(body.type):
+        body = body.cast(pa.binary())
+    elif pa.types.is_large_string(body.type):
+        body = body.cast(pa.large_binary())
+    bodies: list[bytes] = body.to_pylist()
+    col = {name: batch.column(name).to_pylist() for name in columns.names if name not in ("topic", "body")}
     props = col.get("properties")
     user: list[dict[str, str]] | None = None
-    if props is not None or key_prefix is not None:
-        user = [dict(p) if p else {} for p in props] if props is not None else [{} for _ in bodies]
-        if key_prefix is not None:
-            for i, row in enumerate(user):
-                row[IDEMPOTENCE_KEY] = f"{key_prefix}:{seq + i}"
+    if key_prefix is not None:
+        keys = [f"{key_prefix}:{i}" for i in range(seq, seq + len(bodies))]
+        if props is None:
+            user = [{IDEMPOTENCE_KEY: key} for key in keys]
+        else:
+            user = [
+                {**dict(p), IDEMPOTENCE_KEY: key} if p else {IDEMPOTENCE_KEY: key}
+                for p, key in zip(props, keys, strict=True)
+            ]
+    elif props is not None:
+        user = [dict(p) if p else {} for p in props]
     return Rows(options.topic, bodies, col.get("tags"), col.get("keys"), user)
 
 

@@ -214,3 +214,53 @@ def test_rows_become_messages_with_every_column() -> None:
     two_columns = plan_columns(StructType(schema.fields[:2]), options)
     with pytest.raises(RocketMQConnectorError, match="column 'value': row 0 of the task has a null body"):
         to_messages(nulls, two_columns, options, None, 0)
+
+
+def test_columns_path_gives_the_same_messages_as_the_message_path() -> None:
+    import pyarrow as pa
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructField, StructType
+
+    from spark_connector.writer import IDEMPOTENCE_KEY, plan_columns, to_messages, to_rows
+
+    schema = StructType(
+        [
+            StructField("body", StringType()),
+            StructField("tags", StringType()),
+            StructField("keys", ArrayType(StringType())),
+            StructField("properties", MapType(StringType(), StringType())),
+        ]
+    )
+    options = parse_write_options({"nameServer": "h:1", "topic": "T"})
+    columns = plan_columns(schema, options)
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "body": ["é1", "two", "3"],
+            "tags": ["A", None, "C"],
+            "keys": [["k1", "k2"], None, []],
+            "properties": [[("p", "1")], None, []],
+        },
+        schema=pa.schema(
+            [
+                ("body", pa.string()),
+                ("tags", pa.string()),
+                ("keys", pa.list_(pa.string())),
+                ("properties", pa.map_(pa.string(), pa.string())),
+            ]
+        ),
+    )
+    for prefix in ("query:7:1", None):
+        rows = to_rows(batch, columns, options, prefix, 40)
+        messages = to_messages(batch, columns, options, prefix, 40)
+        assert rows is not None and rows.topic == "T"
+        assert rows.bodies == [m.body for m in messages] == ["é1".encode(), b"two", b"3"]
+        assert rows.tags == ["A", None, "C"] and rows.keys == [["k1", "k2"], None, []]
+        assert rows.properties == [dict(m.user_headers()) for m in messages]
+    with_keys = to_rows(batch, columns, options, "query:7:1", 40)
+    assert with_keys is not None and with_keys.properties is not None
+    assert with_keys.properties[0] == {"p": "1", IDEMPOTENCE_KEY: "query:7:1:40"}
+    assert with_keys.properties[2] == {IDEMPOTENCE_KEY: "query:7:1:42"}
+
+    nulls = pa.RecordBatch.from_pydict({"body": pa.array(["x", None], pa.string())})
+    only_body = plan_columns(StructType(schema.fields[:1]), options)
+    with pytest.raises(RocketMQConnectorError, match="column 'body': row 8 of the task has a null body"):
+        to_rows(nulls, only_body, options, None, 7)

@@ -9,7 +9,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from oms.errors import OMSIllegalStateException
@@ -66,6 +66,12 @@ class LoopThread:
             coro.close()
             raise OMSIllegalStateException(f"{self.name} is not running")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def call_soon(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback`` on the loop soon (from any thread); dropped once the loop is stopped."""
+        with self._lock:
+            if self.running:
+                self._loop.call_soon_threadsafe(callback)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and wait for it (never from the loop thread: that would deadlock)."""

@@ -33,6 +33,7 @@ from kombu.utils.json import loads as kombu_loads
 
 import oms
 from oms.admin import ResourceManager
+from oms.client.loop import LoopThread
 from oms.consumer import PullConsumer
 from oms.consumer.config import MAX_RECEIVE_BATCH, ConsumerKeys
 from oms.errors import from_mq_error
@@ -41,7 +42,6 @@ from orbitmq.errors import MQError
 from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.topics import dlq_topic
 from orbitmq.validation import validate_body
-from transports.celery.ioloop import IoLoop
 from transports.celery.options import (
     TransportOptions,
     bucket_of,
@@ -395,7 +395,7 @@ class RocketMQChannel(virtual.Channel):
 class CreditWaiter:
     """A fetcher waiting on the I/O loop for its channel's credit; woken from any thread, at most once per wait."""
 
-    def __init__(self, io: IoLoop) -> None:
+    def __init__(self, io: LoopThread) -> None:
         self.io = io
         self.need = 1
         self.event = asyncio.Event()  # used on the I/O loop only
@@ -447,7 +447,7 @@ class Fetcher:
                 await asyncio.wait_for(waiter.event.wait(), wait_s)
         return 0
 
-    async def _run(self, io: IoLoop) -> None:
+    async def _run(self, io: LoopThread) -> None:
         channel = self.channel
         transport = channel.connection
         waiter = CreditWaiter(io)
@@ -488,7 +488,7 @@ class Settler:
     next op must use.
     """
 
-    def __init__(self, transport: Transport, io: IoLoop) -> None:
+    def __init__(self, transport: Transport, io: LoopThread) -> None:
         self.transport = transport
         self.io = io
         self._ops: deque[SettleOp] = deque()
@@ -769,7 +769,11 @@ class Transport(virtual.Transport):
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self._io = IoLoop("rocketmq-io")  # fetchers and the settler run here (started with the connection)
+        # Fetchers (one per consumed queue) and the settler are tasks on one I/O loop thread, not a thread each: a
+        # fetcher waiting for credit is then woken only when enough is free, and acks reach a busy settler without
+        # a thread wake-up (and a GIL hand-over with the worker's event loop). Started with the connection; a
+        # fetcher still in a long poll when it stops is cut short (see docs/celery.md, gaps).
+        self._io = LoopThread("rocketmq-io")
         self._settler = Settler(self, self._io)
         self._keeper = Keeper(self)
         self._started = False
@@ -821,7 +825,7 @@ class Transport(virtual.Transport):
         self._ap, self._admin, self._producer = ap, admin, producer
         if not self._started:
             self._started = True
-            self._io = IoLoop("rocketmq-io")
+            self._io = LoopThread("rocketmq-io")
             self._settler = Settler(self, self._io)
             self._keeper = Keeper(self)
             self._sender = Sender(self)
@@ -942,7 +946,7 @@ class Transport(virtual.Transport):
         assert self._ap is not None and self._producer is not None and self._admin is not None
         return self._ap, self._producer, self._admin
 
-    def _io_loop(self) -> IoLoop:
+    def _io_loop(self) -> LoopThread:
         self._clients()  # connected, so the I/O loop runs
         return self._io
 

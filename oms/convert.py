@@ -208,6 +208,14 @@ def v2_message(
     )
 
 
+def validate_producer_body(body: bytes, max_message_size: int) -> None:
+    """``validate_body`` against the producer's own limit, which the error names."""
+    try:
+        validate_body(body, max_message_size)
+    except MQError as exc:
+        raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
+
+
 def to_wire(
     message: BytesMessage,
     *,
@@ -239,10 +247,7 @@ def to_wire(
     now_ms = int(time.time() * 1000)
     try:
         validate_topic(topic)
-        try:
-            validate_body(body, max_message_size)
-        except MQError as exc:
-            raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
+        validate_producer_body(body, max_message_size)
         mid = message_id or new_message_id()
         size = 0
         tag = _first(message, _TAG_KEYS, present)

@@ -12,14 +12,13 @@ from collections.abc import Mapping, Sequence
 from rocketmq.grpc_protocol import definition_pb2
 
 from oms.client.identity import new_message_id
-from oms.convert import MAPPED_HEADERS, WireMessage, v2_message
+from oms.convert import MAPPED_HEADERS, WireMessage, v2_message, validate_producer_body
 from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.message import BytesMessage
 from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
 from orbitmq.validation import (
-    validate_body,
     validate_keys,
     validate_properties_size,
     validate_tag,
@@ -62,10 +61,7 @@ class _PlainRows:
         if topic not in self.checked_topics:
             validate_topic(topic)
             self.checked_topics.add(topic)
-        try:
-            validate_body(body, self.max_message_size)
-        except MQError as exc:
-            raise MQError(exc.code, f"{exc.message} (producer max_message_size)") from None
+        validate_producer_body(body, self.max_message_size)
         props: dict[str, str] = dict(user) if user else {}
         size = validate_user_properties(props) if props else 0
         if tag:

@@ -7,14 +7,14 @@ goes in the top-level status, one entry per message).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.context import BrokerContext
-from broker.grpc.convert import from_v2_message, host_tuple, kind_of_v2, timestamp_to_ms
-from broker.store.message import COMPRESSED_FLAG, MessageExtBrokerInner, java_string_hash
+from broker.grpc.convert import from_v2_message, inner_from_v2, kind_of_v2, timestamp_to_ms, v2_properties
+from broker.store.message import MessageExtBrokerInner, java_string_hash
 from broker.store.results import PutMessageResult, PutMessageStatus, PutResults
 from broker.timer_service import deliver_ms_of, encode_recall_handle, to_delay_level, to_schedule
 from broker.transaction_service import to_half
@@ -55,24 +55,34 @@ _PUT_STATUS_CODES: dict[PutMessageStatus, int] = {
 }
 
 
+def check_v2_fields(
+    body: bytes, message_id: str, user: Mapping[str, str], tag: str | None, keys: Sequence[str], max_body_size: int
+) -> None:
+    """The checks of protocol-v2 §3.3 on a message's body, id, user properties, tag and keys (read once by the
+    caller: protobuf field reads are what a batch of a thousand messages pays for)."""
+    validate_body(body, max_body_size)
+    if not message_id.strip():
+        raise MQError(Code.ILLEGAL_MESSAGE_ID, "message_id is blank")
+    size = validate_user_properties(user) if user else 0  # an empty protobuf map still costs a call and a loop
+    if tag is not None:
+        validate_tag(tag)
+        size += len(tag.encode("utf-8"))
+    if keys:
+        validate_keys(keys)
+        size += sum(len(k.encode("utf-8")) for k in keys)
+    validate_properties_size(size)
+
+
 def validate_v2_message(
     msg: definition_pb2.Message, max_body_size: int, max_delay_ms: int, now_ms: int, *, check_topic: bool = True
 ) -> None:
     """Every check of protocol-v2 §3.3 that needs only the message itself."""
     if check_topic:
         validate_topic(msg.topic.name)
-    validate_body(msg.body, max_body_size)
     sp = msg.system_properties
-    if not sp.message_id.strip():
-        raise MQError(Code.ILLEGAL_MESSAGE_ID, "message_id is blank")
-    size = validate_user_properties(msg.user_properties)
-    if sp.HasField("tag"):
-        validate_tag(sp.tag)
-        size += len(sp.tag.encode("utf-8"))
-    if sp.keys:
-        validate_keys(sp.keys)
-        size += sum(len(k.encode("utf-8")) for k in sp.keys)
-    validate_properties_size(size)
+    check_v2_fields(
+        msg.body, sp.message_id, msg.user_properties, sp.tag if sp.HasField("tag") else None, sp.keys, max_body_size
+    )
     if sp.HasField("message_group"):
         validate_message_group(sp.message_group)
     if sp.HasField("delivery_timestamp"):
@@ -162,69 +172,39 @@ class SendService:
 
     def _plain(self, messages: Sequence[definition_pb2.Message], born_host: tuple[str, int]) -> _PlainBatch | None:
         """The common request in one pass per message: normal messages only (no transaction, delivery time,
-        message group or client delay level), checked as ``_check`` checks them and converted as
-        ``from_v2_message`` converts them. None when a message is anything else: the request then takes the
-        general path from the start (its checks come first in the same order, so it raises what this would)."""
+        message group or client delay level), checked and converted by what ``_check`` and the general path use,
+        without the kinds pass, the delay bookkeeping and a result object per message. None when a message is
+        anything else: the request then takes the general path from the start (its checks come first in the same
+        order, so it raises what this would)."""
         if not messages or len(messages) > MAX_SEND_BATCH_MESSAGES:
             return None
         topic = messages[0].topic.name
         validate_topic(topic)
         max_body = self.ctx.max_message_size
         store_host = self.ctx.store_host
-        now_ms = int(time.time() * 1000)
-        tags, keys_prop, uniq = mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         level_prop = mc.PROPERTY_CLIENT_DELAY_LEVEL
-        transaction, gzip = definition_pb2.TRANSACTION, definition_pb2.GZIP
+        transaction = definition_pb2.TRANSACTION
         inners: list[MessageExtBrokerInner] = []
-        ids: list[str] = []
         total = 0
         for m in messages:
             sp = m.system_properties
+            user = m.user_properties
             if (
                 sp.message_type == transaction
                 or sp.HasField("delivery_timestamp")
                 or sp.HasField("message_group")
                 or sp.HasField("orphaned_transaction_recovery_duration")
-                or level_prop in m.user_properties
+                or (user and level_prop in user)
             ):
                 return None
             if m.topic.name != topic:
                 raise MQError(Code.MESSAGE_CORRUPTED, "all messages of a batch must have the same topic")
-            body = m.body
+            body, message_id, keys = m.body, sp.message_id, sp.keys
+            tag = sp.tag if sp.HasField("tag") else None
             total += len(body)
-            validate_body(body, max_body)
-            message_id = sp.message_id
-            if not message_id.strip():
-                raise MQError(Code.ILLEGAL_MESSAGE_ID, "message_id is blank")
-            user = m.user_properties
-            props: dict[str, str] = dict(user) if user else {}
-            size = validate_user_properties(props) if props else 0
-            if sp.HasField("tag"):
-                tag = sp.tag
-                validate_tag(tag)
-                size += len(tag.encode("utf-8"))
-                props[tags] = tag
-            keys = sp.keys
-            if keys:
-                validate_keys(keys)
-                size += sum(len(k.encode("utf-8")) for k in keys)
-                props[keys_prop] = mc.KEY_SEPARATOR.join(keys)
-            validate_properties_size(size)
-            props[uniq] = message_id
-            declared = sp.born_host
-            inners.append(
-                MessageExtBrokerInner(
-                    topic,
-                    body,
-                    0,
-                    props,
-                    sys_flag=COMPRESSED_FLAG if sp.body_encoding == gzip else 0,
-                    born_timestamp=timestamp_to_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms,
-                    born_host=host_tuple(declared, born_host) if declared else born_host,
-                    store_host=store_host,
-                )
-            )
-            ids.append(message_id)
+            check_v2_fields(body, message_id, user, tag, keys, max_body)
+            props = v2_properties(user, tag, keys, message_id)
+            inners.append(inner_from_v2(m, sp, props, 0, born_host=born_host, store_host=store_host))
         if len(messages) > 1 and total > MAX_BATCH_SIZE:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
@@ -237,7 +217,7 @@ class SendService:
         queue_id = self._next_queue(tc)
         for inner in inners:
             inner.queue_id = queue_id
-        return _PlainBatch(inners, ids)
+        return _PlainBatch(inners, [m.system_properties.message_id for m in messages])
 
     async def _send_plain(self, plain: _PlainBatch) -> service_pb2.SendMessageResponse:
         inners = plain.inners

@@ -131,6 +131,9 @@ def test_client_debug_logs_on_the_root_logger_do_not_loop(shared_broker: BrokerH
     root = logging.getLogger()
     old_level = root.level
     handler = RocketMQHandler("RootDebug", namesrv_addr=shared_broker.addr, **FAST)
+    # the counts below are exact: a third-party library's background thread left by an earlier test (its records
+    # reach the root logger too) must not count; the client's own loggers still reach the handler's exclusion
+    handler.addFilter(lambda r: r.name.split(".")[0] in {"rootdebug", "oms", "grpc", "plugins"})
     seen: list[str] = []
 
     class Spy(logging.Handler):

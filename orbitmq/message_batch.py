@@ -142,22 +142,27 @@ def decode_message_batch(
 
 @dataclass(frozen=True, slots=True)
 class ScannedBatch:
-    """What ``scan_message_batch`` found: each message's tag (None without one) and the bodies' total size."""
+    """What ``scan_message_batch`` found: where each message's entry starts, its tag (None without one) and its
+    message id (ASCII, as the pattern allows), and the bodies' total size."""
 
+    positions: list[int]
     tags: list[bytes | None]
+    unique_keys: list[bytes]
     body_bytes: int
 
 
 def scan_message_batch(
     payload: bytes, expected_count: int, max_count: int, max_body: int, plain: re.Pattern[bytes]
 ) -> ScannedBatch | None:
-    """The fast check of a batch whose messages all have properties of a plain shape (``plain`` matches them whole
-    and captures the tag): framing, count, body CRC, body size 1..``max_body``, properties. None as soon as
-    anything differs; ``decode_message_batch`` and the full checks then say what (or accept it)."""
+    """The fast check of a batch whose messages all have properties of a plain shape (``plain`` matches them whole;
+    its groups are tag, id, id, tag): framing, count, body CRC, body size 1..``max_body``, properties. None as soon
+    as anything differs; ``decode_message_batch`` and the full checks then say what (or accept it)."""
     if not 0 < expected_count <= max_count:
         return None
+    positions: list[int] = []
     tags: list[bytes | None] = []
-    add = tags.append
+    ids: list[bytes] = []
+    add_pos, add_tag, add_id = positions.append, tags.append, ids.append
     unpack = ENTRY_HEAD.unpack_from
     props_len = PROPS_LEN.unpack_from
     crc32 = zlib.crc32
@@ -177,9 +182,20 @@ def scan_message_batch(
         match = fullmatch(payload, b1 + 2, nxt)
         if match is None:
             return None
-        add(match.group(1) or match.group(2))
+        tag_first, id_first, id_second, tag_second = match.groups()
+        add_pos(pos)
+        add_tag(tag_first or tag_second)
+        add_id(id_first or id_second)
         body_bytes += body_len
         pos = nxt
     if len(tags) != expected_count:
         return None
-    return ScannedBatch(tags, body_bytes)
+    return ScannedBatch(positions, tags, ids, body_bytes)
+
+
+def entry_at(payload: bytes, pos: int, index: int) -> BatchEntry:
+    """The message whose entry starts at ``pos`` of a payload already checked (``scan_message_batch``)."""
+    total, _, _, flag, body_len = ENTRY_HEAD.unpack_from(payload, pos)
+    b1 = pos + ENTRY_HEAD.size + body_len
+    raw = payload[b1 + PROPS_LEN.size : pos + total]
+    return BatchEntry(flag, payload[pos + ENTRY_HEAD.size : b1], _properties(raw, index), raw)

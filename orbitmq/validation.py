@@ -26,10 +26,11 @@ NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TAG_CHARS = rb"[!-{}~]{1,128}"  # printable ASCII but space and '|': what validate_tag accepts, and no more
 _ID_CHARS = rb"[0-9A-Za-z_-]{1,128}"
 _TAGS_ITEM = re.escape(mc.PROPERTY_TAGS.encode()) + rb"\x01(" + _TAG_CHARS + rb")\x02"
-_ID_ITEM = re.escape(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()) + rb"\x01" + _ID_CHARS + rb"\x02"
+_ID_ITEM = re.escape(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()) + rb"\x01(" + _ID_CHARS + rb")\x02"
 # The encoded properties of a batched message in their most common shape: the message id alone or with a tag
 # (either order), every character one the full checks accept. A match passes those checks without decoding the
-# properties (group 1 or 2 is the tag); anything else goes through them (Produce/SendBatch on BatchCQ topics).
+# properties; its groups are (tag, id, id, tag), one of each pair set. Anything else goes through the checks
+# (Produce/SendBatch's plain path).
 PLAIN_BATCH_PROPERTIES = re.compile(_TAGS_ITEM + _ID_ITEM + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?")
 
 

@@ -20,6 +20,7 @@ from broker.grpc.send import _PUT_STATUS_CODES
 from broker.grpc.servicer import _peer
 from broker.hookspecs import Action
 from broker.store.message import MessageExtBrokerInner, inner_batch_message, tags_hash_code
+from broker.store.plain_batch import PlainBatch
 from broker.store.results import PutMessageResult, PutResults
 from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
@@ -124,16 +125,21 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
             access.check(self.ctx.plugins, context, "SendBatch", access.topic(topic, Action.PUB))
             validate_topic(topic)
             max_body = self.ctx.max_message_size
-            fast = self._scan_for_batch_cq(request, max_body)
-            if fast is not None:
+            plain = self._scan_plain(request, max_body)
+            if plain is not None:
                 tc = self._topic(topic)
                 queue_id = self._queue_for(tc, request.queue_id)
                 born = request.born_timestamp_ms or int(time.time() * 1000)
-                codes = _tags_codes(fast.tags)
-                response, _ = await self._put_inner_batch(
-                    topic, queue_id, request.messages, codes, born, _peer(context)
+                codes = _tags_codes(plain.tags)
+                if tc.cq_type is CQType.BATCH:
+                    response, _ = await self._put_inner_batch(
+                        topic, queue_id, request.messages, codes, born, _peer(context)
+                    )
+                    return response
+                batch = PlainBatch(
+                    topic, queue_id, request.messages, plain, codes, born, _peer(context), self.ctx.store_host
                 )
-                return response
+                return self._answer(queue_id, await self.ctx.store.put_plain_batch_aio(batch))
             entries = decode_message_batch(request.messages, request.count, MAX_SEND_BATCH_MESSAGES)
             total = 0
             for i, entry in enumerate(entries):
@@ -149,13 +155,13 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
 
         return await guarded("SendBatch", produce_pb2.SendBatchResponse, run, _status)
 
-    def _scan_for_batch_cq(self, request: produce_pb2.SendBatchRequest, max_body: int) -> ScannedBatch | None:
-        """The fast check of a batch for an existing BatchCQ topic when every message is plain (an id, maybe a
-        tag: ``PLAIN_BATCH_PROPERTIES``) and no store hook may look at the messages: no per-message objects. None
-        sends the batch through the full decode and checks, which name what is wrong."""
-        tc = self.ctx.topics.get(request.topic)  # only a topic that exists: auto-created ones are SimpleCQ
+    def _scan_plain(self, request: produce_pb2.SendBatchRequest, max_body: int) -> ScannedBatch | None:
+        """The fast check of a batch whose every message is plain (an id, maybe a tag: ``PLAIN_BATCH_PROPERTIES``)
+        when no store hook may look at the messages: stored without per-message objects (one inner-batch record
+        on a BatchCQ topic, records straight from the payload otherwise). None sends the batch through the full
+        decode and checks, which name what is wrong."""
         plugins = self.ctx.plugins
-        if tc is None or tc.cq_type is not CQType.BATCH or plugins.has_before_store or plugins.has_after_store:
+        if plugins.has_before_store or plugins.has_after_store:
             return None
         scanned = scan_message_batch(
             request.messages, request.count, MAX_SEND_BATCH_MESSAGES, max_body, PLAIN_BATCH_PROPERTIES

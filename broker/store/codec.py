@@ -23,6 +23,7 @@ from broker.store.message import (
     MessageExtBrokerInner,
     tags_hash_code,
 )
+from broker.store.plain_batch import PlainBatch
 from orbitmq.message_batch import ENTRY_HEAD as INNER_HEAD
 from orbitmq.message_batch import MIN_ENTRY_SIZE as INNER_MIN_SIZE
 from orbitmq.message_batch import PROPS_LEN as INNER_PROPS_LEN
@@ -143,7 +144,7 @@ class AppendBatch:
     the first queue offset and the packed ConsumeQueue entries.
     """
 
-    msgs: list[MessageExtBrokerInner]
+    msgs: Sequence[MessageExtBrokerInner]  # a PlainBatch: records straight from its payload (encode_plain_run)
     raws: Sequence[bytes | None] | None
     store_timestamp: int
     store_host: tuple[str, int]
@@ -187,6 +188,8 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
     of the first message left for the next segment. This loop is the hot path of every put, so it does all
     per-record work (checks, tail, queue offset, header, CRCs, ConsumeQueue entry) in one pass over plain locals.
     """
+    if type(batch.msgs) is PlainBatch:
+        return encode_plain_run(batch, batch.msgs, start, phys, room)
     parts: list[bytes] = []
     add = parts.append
     pack = HEADER.pack
@@ -289,6 +292,96 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
         add_written(phys)
         add_size(size)
         add_qo(queue_offset)
+        phys += size
+    batch.written_bytes += phys - first
+    return b"".join(parts), stop
+
+
+def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: int, room: int) -> tuple[bytes, int]:
+    """``encode_run`` for a ``PlainBatch``: each record's body and properties are copied from the request's payload
+    (the MessageBatch entry holds the properties length and bytes as a record does), its body CRC is the one the
+    scan checked, and the record CRC runs over the pieces. The records are those ``encode_run`` makes of the
+    decoded messages, byte for byte."""
+    parts: list[bytes | memoryview] = []
+    add = parts.append
+    pack = HEADER.pack
+    unpack = INNER_HEAD.unpack_from
+    entry = CQ_ENTRY.pack
+    crc32 = zlib.crc32
+    magic = MESSAGE_MAGIC_CODE
+    store_ts = batch.store_timestamp
+    store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
+    max_body, max_record = batch.max_body, batch.max_record
+    add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
+    add_keyed = batch.keyed.append
+    topic, queue_id = plain.topic, plain.queue_id
+    try:
+        prefix = _topic_prefix(topic)
+    except RecordError as exc:
+        for i in range(start, len(plain)):
+            batch.refuse(i, exc)
+        return b"", len(plain)
+    key = (topic, queue_id)
+    slot = batch.cq.get(key)
+    if slot is None:
+        slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
+    queue_first, entries = slot
+    add_entry = entries.append
+    born_ts = plain.born_timestamp
+    born_ip, born_port = _ip(plain.born_host[0]), plain.born_host[1]
+    payload = plain.payload
+    view = memoryview(payload)
+    positions, codes = plain.scanned.positions, plain.tags_codes
+    head = INNER_HEAD.size
+    # record = header + body + topic prefix + (properties length + properties) + CRC; the entry's total size
+    # counts its own head, the body and the properties length + properties
+    fixed = HEADER_SIZE + TRAILER.size + len(prefix) - head
+    first, end = phys, phys + room
+    stop = n = len(positions)
+    for i in range(start, n):
+        pos = positions[i]
+        total, _, body_crc, flag, body_len = unpack(payload, pos)
+        size = fixed + total
+        if size > max_record or body_len > max_body:
+            batch.refuse(i, _refusal(plain[i], None, batch))
+            continue
+        if phys + size > end:
+            stop = i
+            break
+        queue_offset = queue_first + len(entries)
+        header = pack(
+            size,
+            magic,
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phys,
+            0,
+            born_ts,
+            born_ip,
+            born_port,
+            store_ts,
+            store_ip,
+            store_port,
+            0,
+            0,
+            body_len,
+        )
+        b0 = pos + head
+        b1 = b0 + body_len
+        body = view[b0:b1]
+        props = view[b1 : pos + total]
+        add(header)
+        add(body)
+        add(prefix)
+        add(props)
+        add(crc32(props, crc32(prefix, crc32(body, crc32(header)))).to_bytes(4, "big"))
+        add_entry(entry(phys, size, codes[i]))
+        add_written(phys)
+        add_size(size)
+        add_qo(queue_offset)
+        add_keyed(i)  # every plain message has an id: the index takes it
         phys += size
     batch.written_bytes += phys - first
     return b"".join(parts), stop

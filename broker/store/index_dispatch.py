@@ -14,6 +14,7 @@ from typing import NamedTuple
 from broker.store.codec import AppendBatch
 from broker.store.config import MessageStoreConfig
 from broker.store.index_file import IndexService
+from broker.store.plain_batch import PlainBatch
 from orbitmq import message_const as mc
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,11 @@ def index_job(batch: AppendBatch, store_timestamp: int) -> IndexJob | None:
     if not batch.keyed:
         return None
     msgs, written = batch.msgs, batch.written
+    if type(msgs) is PlainBatch:  # an id each, no keys: no message object needed
+        topic, ids = msgs.topic, msgs.scanned.unique_keys
+        plain: list[IndexEntry] = [(topic, (), ids[i].decode("ascii"), written[i]) for i in batch.keyed]
+        last = batch.keyed[-1]
+        return IndexJob(plain, store_timestamp, written[last] + batch.sizes[last])
     keys_prop = mc.PROPERTY_KEYS
     uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
     entries: list[IndexEntry] = []

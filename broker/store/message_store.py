@@ -35,6 +35,7 @@ from broker.store.index_dispatch import IndexDispatchService, index_job
 from broker.store.index_file import IndexService
 from broker.store.mapped_file import DiskFullError
 from broker.store.message import INNER_BATCH_FLAG, MessageExt, MessageExtBrokerInner
+from broker.store.plain_batch import PlainBatch
 from broker.store.results import (
     AppendMessageResult,
     CommitLogDispatcher,
@@ -64,7 +65,7 @@ class StoreStats:
     last_load_seconds: float = 0.0
 
 
-_PendingPut = tuple[list[MessageExtBrokerInner], Sequence[bytes | None] | None, asyncio.Future[Any], bool]
+_PendingPut = tuple[Sequence[MessageExtBrokerInner], Sequence[bytes | None] | None, asyncio.Future[Any], bool]
 
 
 class StoreLockedError(OSError):
@@ -98,7 +99,7 @@ class DefaultMessageStore:
         self._max_record_size = config.mappedFileSizeCommitLog - codec.BLANK.size
         self._listeners: list[ArrivingListener] = []
         # metrics (broker/metrics): one call per stored batch and per consumer read; None costs nothing
-        self.on_put: Callable[[list[MessageExtBrokerInner], dict[str, int], int], None] | None = None
+        self.on_put: Callable[[Sequence[MessageExtBrokerInner], dict[str, int], int], None] | None = None
         self.on_get: Callable[[str, str, int, int], None] | None = None
         self._dispatchers: list[CommitLogDispatcher] = []
         # The last inner batch read, unwrapped: its messages are read one by one (a pop answers per flight).
@@ -368,8 +369,13 @@ class DefaultMessageStore:
         ``encoded_properties[i]``, when given, is ``msgs[i].properties`` already encoded (saves encoding twice)."""
         return self._put_aio(msgs, encoded_properties, single=False)
 
+    def put_plain_batch_aio(self, batch: PlainBatch) -> asyncio.Future[Sequence[PutMessageResult]]:
+        """``put_messages_aio`` of a SendBatch request's plain messages, their records encoded straight from the
+        request's payload (``PlainBatch``); appended in its turn of the loop, after the puts made before it."""
+        return self._put_aio(batch, None, single=False)
+
     def _put_aio(
-        self, msgs: list[MessageExtBrokerInner], raws: Sequence[bytes | None] | None, single: bool
+        self, msgs: Sequence[MessageExtBrokerInner], raws: Sequence[bytes | None] | None, single: bool
     ) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -396,6 +402,20 @@ class DefaultMessageStore:
             msgs, raws, future, single = pending[0]
             self._put(msgs, [PutCaller(future, 0, len(msgs), single)], loop, raws)
             return
+        if any(type(msgs) is PlainBatch for msgs, _, _, _ in pending):
+            # a plain batch is appended on its own (its records come from its payload); order is kept
+            run: list[_PendingPut] = []
+            for put in pending:
+                if type(put[0]) is PlainBatch:
+                    if run:
+                        self._put_pending(run, loop)
+                        run = []
+                    self._put_pending([put], loop)
+                else:
+                    run.append(put)
+            if run:
+                self._put_pending(run, loop)
+            return
         batch: list[MessageExtBrokerInner] = []
         callers: list[PutCaller] = []
         with_raws = any(raws is not None for _, raws, _, _ in pending)
@@ -410,7 +430,7 @@ class DefaultMessageStore:
 
     def _put(
         self,
-        msgs: list[MessageExtBrokerInner],
+        msgs: Sequence[MessageExtBrokerInner],
         callers: list[PutCaller],
         loop: asyncio.AbstractEventLoop | None = None,
         encoded_properties: Sequence[bytes | None] | None = None,

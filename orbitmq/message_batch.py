@@ -142,11 +142,12 @@ def decode_message_batch(
 
 @dataclass(frozen=True, slots=True)
 class ScannedBatch:
-    """What ``scan_message_batch`` found: where each message's entry starts, its tag (None without one) and its
+    """What ``scan_message_batch`` found: where each message's entry starts, its tag and keys (None without) and its
     message id (ASCII, as the pattern allows), and the bodies' total size."""
 
     positions: list[int]
     tags: list[bytes | None]
+    keys: list[bytes | None]  # as stored: the keys joined by spaces
     unique_keys: list[bytes]
     body_bytes: int
 
@@ -155,14 +156,15 @@ def scan_message_batch(
     payload: bytes, expected_count: int, max_count: int, max_body: int, plain: re.Pattern[bytes]
 ) -> ScannedBatch | None:
     """The fast check of a batch whose messages all have properties of a plain shape (``plain`` matches them whole;
-    its groups are tag, id, id, tag): framing, count, body CRC, body size 1..``max_body``, properties. None as soon
-    as anything differs; ``decode_message_batch`` and the full checks then say what (or accept it)."""
+    its groups are tag, keys, id, id, tag): framing, count, body CRC, body size 1..``max_body``, properties. None
+    as soon as anything differs; ``decode_message_batch`` and the full checks then say what (or accept it)."""
     if not 0 < expected_count <= max_count:
         return None
     positions: list[int] = []
     tags: list[bytes | None] = []
+    keys: list[bytes | None] = []
     ids: list[bytes] = []
-    add_pos, add_tag, add_id = positions.append, tags.append, ids.append
+    add_pos, add_tag, add_keys, add_id = positions.append, tags.append, keys.append, ids.append
     unpack = ENTRY_HEAD.unpack_from
     props_len = PROPS_LEN.unpack_from
     crc32 = zlib.crc32
@@ -182,15 +184,16 @@ def scan_message_batch(
         match = fullmatch(payload, b1 + 2, nxt)
         if match is None:
             return None
-        tag_first, id_first, id_second, tag_second = match.groups()
+        tag_first, keys_first, id_first, id_second, tag_second = match.groups()
         add_pos(pos)
         add_tag(tag_first or tag_second)
+        add_keys(keys_first)
         add_id(id_first or id_second)
         body_bytes += body_len
         pos = nxt
     if len(tags) != expected_count:
         return None
-    return ScannedBatch(positions, tags, ids, body_bytes)
+    return ScannedBatch(positions, tags, keys, ids, body_bytes)
 
 
 def entry_at(payload: bytes, pos: int, index: int) -> BatchEntry:

@@ -25,13 +25,18 @@ NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 _TAG_CHARS = rb"[!-{}~]{1,128}"  # printable ASCII but space and '|': what validate_tag accepts, and no more
 _ID_CHARS = rb"[0-9A-Za-z_-]{1,128}"
+# keys: printable ASCII words joined by single spaces (no blank key), 4 KiB at most (well under the properties limit)
+_KEYS_CHARS = rb"(?=[ -~]{1,4096}\x02)((?:[!-~]+ )*[!-~]+)"
 _TAGS_ITEM = re.escape(mc.PROPERTY_TAGS.encode()) + rb"\x01(" + _TAG_CHARS + rb")\x02"
+_KEYS_ITEM = re.escape(mc.PROPERTY_KEYS.encode()) + rb"\x01" + _KEYS_CHARS + rb"\x02"
 _ID_ITEM = re.escape(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()) + rb"\x01(" + _ID_CHARS + rb")\x02"
-# The encoded properties of a batched message in their most common shape: the message id alone or with a tag
-# (either order), every character one the full checks accept. A match passes those checks without decoding the
-# properties; its groups are (tag, id, id, tag), one of each pair set. Anything else goes through the checks
-# (Produce/SendBatch's plain path).
-PLAIN_BATCH_PROPERTIES = re.compile(_TAGS_ITEM + _ID_ITEM + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?")
+# The encoded properties of a batched message in their most common shapes: the message id, maybe after a tag and
+# keys (oms's order), or followed by a tag; every character one the full checks accept. A match passes those
+# checks without decoding the properties; its groups are (tag, keys, id, id, tag), one of each pair set. Anything
+# else goes through the checks (Produce/SendBatch's plain path).
+PLAIN_BATCH_PROPERTIES = re.compile(
+    rb"(?:" + _TAGS_ITEM + rb")?(?:" + _KEYS_ITEM + rb")?" + _ID_ITEM + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?"
+)
 
 
 class MessageKind(StrEnum):

@@ -37,9 +37,12 @@ def index_job(batch: AppendBatch, store_timestamp: int) -> IndexJob | None:
     if not batch.keyed:
         return None
     msgs, written = batch.msgs, batch.written
-    if type(msgs) is PlainBatch:  # an id each, no keys: no message object needed
-        topic, ids = msgs.topic, msgs.scanned.unique_keys
-        plain: list[IndexEntry] = [(topic, (), ids[i].decode("ascii"), written[i]) for i in batch.keyed]
+    if type(msgs) is PlainBatch:  # an id each, maybe keys (checked ASCII words): no message object needed
+        topic, ids, keys = msgs.topic, msgs.scanned.unique_keys, msgs.scanned.keys
+        plain: list[IndexEntry] = [
+            (topic, tuple(k.decode("ascii").split(" ")) if (k := keys[i]) else (), ids[i].decode("ascii"), written[i])
+            for i in batch.keyed
+        ]
         last = batch.keyed[-1]
         return IndexJob(plain, store_timestamp, written[last] + batch.sizes[last])
     keys_prop = mc.PROPERTY_KEYS

@@ -60,9 +60,18 @@ def test_message_batch_round_trip(items: list[tuple[int, bytes, dict[str, str]]]
     assert decode_message_batch(encode_message_batch(entries), len(entries), 10_000) == entries
 
 
-_plain = st.fixed_dictionaries(
-    {UNIQ: st.text(alphabet="AZaz09-_ \x03|", min_size=0, max_size=6)},
-    optional={"TAGS": st.text(alphabet="ab|} \x01\x7f", min_size=0, max_size=4), "KEYS": st.just("k")},
+def _plain_props(uniq: str, tag: str | None, keys: str | None, oms_order: bool) -> dict[str, str]:
+    """Properties in oms's order (tag, keys, id) or with the id first."""
+    head = {k: v for k, v in (("TAGS", tag), ("KEYS", keys)) if v is not None}
+    return {**head, UNIQ: uniq} if oms_order else {UNIQ: uniq, **head}
+
+
+_plain = st.builds(
+    _plain_props,
+    st.text(alphabet="AZaz09-_ \x03|", min_size=0, max_size=6),
+    st.none() | st.text(alphabet="ab|} \x01\x7f", min_size=0, max_size=4),
+    st.none() | st.text(alphabet="ab| \x03\x7f\xe9", min_size=0, max_size=6),
+    st.booleans(),
 )
 
 
@@ -84,13 +93,18 @@ def test_plain_batch_scan_accepts_only_what_the_full_checks_accept(items, damage
     for i, entry in enumerate(decoded):
         validate_batch_message(entry, i, 8)
     assert [t.decode() if t is not None else None for t in scanned.tags] == [e.properties.get("TAGS") for e in decoded]
+    assert [k.decode() if k is not None else None for k in scanned.keys] == [e.properties.get("KEYS") for e in decoded]
+    assert [u.decode() for u in scanned.unique_keys] == [e.properties[UNIQ] for e in decoded]
     assert scanned.body_bytes == sum(len(e.body) for e in decoded)
 
 
 def test_plain_batch_scan_takes_plain_batches() -> None:
     plain = [BatchEntry(0, b"x", {UNIQ: f"ID{i}", **({"TAGS": "TagA"} if i % 2 else {})}) for i in range(5)]
-    scanned = scan_message_batch(encode_message_batch(plain), 5, 1024, 100, PLAIN_BATCH_PROPERTIES)
-    assert scanned is not None and scanned.tags == [None, b"TagA", None, b"TagA", None] and scanned.body_bytes == 5
+    plain.append(BatchEntry(0, b"y", {"TAGS": "TagB", "KEYS": "order-1 user|7", UNIQ: "ID5"}))  # oms's order
+    scanned = scan_message_batch(encode_message_batch(plain), 6, 1024, 100, PLAIN_BATCH_PROPERTIES)
+    assert scanned is not None and scanned.tags == [None, b"TagA", None, b"TagA", None, b"TagB"]
+    assert scanned.keys == [None] * 5 + [b"order-1 user|7"] and scanned.unique_keys[5] == b"ID5"
+    assert scanned.body_bytes == 6
 
 
 def test_damaged_batches_are_refused_naming_the_message() -> None:
@@ -211,3 +225,30 @@ def test_unknown_read_only_and_fifo_topics_are_refused(broker_factory):
         assert read_only.status.code == Code.FORBIDDEN and "not writeable" in read_only.status.message
         fifo = _send(stub, "FifoOnlyT", [_entry(0)])
         assert fifo.status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE and "accepts FIFO" in fifo.status.message
+
+
+@pytest.mark.timeout(120)
+def test_plain_batches_with_keys_are_queryable_at_once(broker_factory):
+    """A batch in oms's plain shape (tag, keys, id) takes the payload-straight path on a default topic; its keys and
+    ids are indexed as the general path indexes them, readable by the next request (read-your-writes)."""
+    broker = broker_factory.broker(options={"defaultTopicQueueNums": "1"})
+    with grpc.insecure_channel(broker.addr) as ch:
+        stub = produce_pb2_grpc.ProduceStub(ch)
+        admin = admin_pb2_grpc.AdminStub(ch)
+        batch = [
+            BatchEntry(0, f"plain-{i}".encode(), {"TAGS": "TagP", "KEYS": f"order-{i} shared", UNIQ: f"PK{i:04d}"})
+            for i in range(300)
+        ]
+        resp = _send(stub, "PlainKeysT", batch)
+        assert resp.status.code == Code.OK and len(resp.commitlog_offsets) == 300
+        by_key = admin.QueryMessageByKey(
+            admin_pb2.QueryMessageByKeyRequest(topic="PlainKeysT", key="order-123"), timeout=10
+        )
+        assert [m.body for m in by_key.messages] == [b"plain-123"]
+        by_id = admin.QueryMessageById(
+            admin_pb2.QueryMessageByIdRequest(msg_id="PK0299", topic="PlainKeysT"), timeout=10
+        )
+        assert [m.body for m in by_id.messages] == [b"plain-299"]
+        records = _stored(ch, "PlainKeysT", 0)
+        assert [r.body for r in records] == [e.body for e in batch]
+        assert records[7].properties == {"TAGS": "TagP", "KEYS": "order-7 shared", UNIQ: "PK0007"}

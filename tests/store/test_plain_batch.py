@@ -23,15 +23,17 @@ STORE_HOST = ("10.0.0.7", 8081)
 
 
 def entries(first: int, n: int, big: int | None = None) -> list[BatchEntry]:
-    """Plain messages (an id, a tag on some, tags first or last), bodies of varying sizes; ``big``: that one's body
-    does not fit a segment."""
+    """Plain messages (an id; a tag, first or last, or a tag and keys on some), bodies of varying sizes; ``big``:
+    that one's body does not fit a segment."""
     out = []
     for i in range(first, first + n):
         props = {"UNIQ_KEY": f"PLAIN{i:06d}"}
-        if i % 3 == 1:
+        if i % 4 == 1:
             props = {"TAGS": "TagA", **props}
-        elif i % 3 == 2:
+        elif i % 4 == 2:
             props["TAGS"] = f"T{i % 5}"
+        elif i % 4 == 3:  # oms's order: tag, keys, id
+            props = {"TAGS": "TagK", "KEYS": f"order-{i} user-{i % 7}", **props}
         body = b"B" * 70_000 if i == big else f"body-{i}-".encode() * (1 + i % 40)
         out.append(BatchEntry(i % 4, body, props))
     return out
@@ -139,6 +141,12 @@ def test_plain_batches_store_what_the_general_path_stores(tmp_path: Path) -> Non
             topic = "U" if key >= "PLAIN000600" else "T"
             found = [m.commitlog_offset for m in plain_store.query_message(topic, key, 4, 0, 2**62)]
             assert found and found == [m.commitlog_offset for m in general_store.query_message(topic, key, 4, 0, 2**62)]
+        for key in ("order-3", "user-3", "order-611"):
+            topic = "U" if key == "order-611" else "T"
+            found = [m.commitlog_offset for m in plain_store.query_message(topic, key, 64, 0, 2**62)]
+            assert found and found == [
+                m.commitlog_offset for m in general_store.query_message(topic, key, 64, 0, 2**62)
+            ]
         assert plain_store.query_message("T", "PLAIN000350", 4, 0, 2**62) == []  # refused: not indexed
     finally:
         plain_store.shutdown()

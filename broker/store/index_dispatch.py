@@ -38,9 +38,14 @@ def index_job(batch: AppendBatch, store_timestamp: int) -> IndexJob | None:
         return None
     msgs, written = batch.msgs, batch.written
     if type(msgs) is PlainBatch:  # an id each, maybe keys (checked ASCII words): no message object needed
-        topic, ids, keys = msgs.topic, msgs.scanned.unique_keys, msgs.scanned.keys
+        topic, ids, keys_of = msgs.topic, msgs.scanned.unique_keys, msgs.scanned.keys
         plain: list[IndexEntry] = [
-            (topic, tuple(k.decode("ascii").split(" ")) if (k := keys[i]) else (), ids[i].decode("ascii"), written[i])
+            (
+                topic,
+                tuple(k.decode("ascii").split(" ")) if (k := keys_of[i]) else (),
+                ids[i].decode("ascii"),
+                written[i],
+            )
             for i in batch.keyed
         ]
         last = batch.keyed[-1]

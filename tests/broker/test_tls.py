@@ -64,7 +64,8 @@ def _secure_call(addr: str, credentials: grpc.ChannelCredentials) -> int:
 @pytest.mark.timeout(120)
 def test_oms_over_tls_through_the_name_server_and_the_broker(tls_standalone, certs):
     proc, broker_addr, ns_addr = tls_standalone
-    trusted = {"tls_enable": True, "tls_trust_cert_path": str(certs.ca), "operation_timeout": 5000}
+    # generous timeouts: a TLS handshake per connection is slow on a loaded 2-core machine
+    trusted = {"tls_enable": True, "tls_trust_cert_path": str(certs.ca), "operation_timeout": 15000}
     for access in (ns_addr, broker_addr):
         with (
             oms.get_messaging_access_point(f"oms:rocketmq://{access}/", **trusted) as ap,
@@ -76,7 +77,7 @@ def test_oms_over_tls_through_the_name_server_and_the_broker(tls_standalone, cer
         ap.create_pull_consumer(consumer_id="TlsG", consume_from_where="first") as pc,
     ):
         pc.attach_queue("TlsT")
-        got = {m.body for m in (pc.receive(5) for _ in range(2)) if m is not None}
+        got = {m.body for m in (pc.receive(15) for _ in range(2)) if m is not None}
         assert got == {f"tls via {ns_addr}".encode(), f"tls via {broker_addr}".encode()}
 
     # plaintext and a client trusting another CA never reach a broker

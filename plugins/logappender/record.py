@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -254,8 +255,17 @@ class RecordEncoder:
                     last_ms = ms
                     stamp = f"{self.stamp.prefix(ms // 1000)}.{ms % 1000:03d}Z"
                 message = attrs.get("message")
-                if message is None:  # left to the sender (immutable arguments): see handler.prepare
-                    message = render_message(record)
+                if message is None:  # left to the sender (immutable arguments, a str msg): see handler.prepare
+                    msg, args = record.msg, record.args
+                    if type(msg) is not str:
+                        message = render_message(record)
+                    elif not args:
+                        message = msg
+                    else:
+                        try:
+                            message = msg % args  # getMessage for a str msg, without its two frames
+                        except Exception:
+                            message = render_message(record)  # raises the error that names the call
                 body = (
                     f'{{"timestamp":"{stamp}",{head[1]}'
                     f"{quote(message) if type(message) is str else value(message)}{mid}{record.lineno:d},"
@@ -325,6 +335,11 @@ def pack(rows: Sequence[Row], records_per_message: int, max_bytes: int) -> list[
     out: list[OutMessage] = []
     i = 0
     while i < n:
+        packed = _whole_chunk(rows[i : i + records_per_message], max_bytes)
+        if packed is not None:
+            out.append(packed)
+            i += packed.count
+            continue
         tag, logger, _, body, _ = first = rows[i]
         j = i + 1
         if b"\n" not in body:  # a multi-line body (custom formatter) travels alone: JSON lines could not split it
@@ -343,6 +358,26 @@ def pack(rows: Sequence[Row], records_per_message: int, max_bytes: int) -> list[
             out.append(OutMessage(tag, logger, _merged_keys(run), b"\n".join([r[3] for r in run]), j - i, first[4]))
         i = j
     return out
+
+
+def _whole_chunk(chunk: Sequence[Row], max_bytes: int) -> OutMessage | None:
+    """``chunk`` as one message when the record-by-record walk below would take all of it (one tag and logger,
+    single-line bodies, no keys, within ``max_bytes``), else None. Every test runs over the whole chunk in C (a
+    backlog is mostly such chunks): the walk costs about 0.8 us per record on the sender thread, this a tenth."""
+    n = len(chunk)
+    if n < 2 or any(map(_KEYS, chunk)):
+        return None
+    tags = set(map(_TAG, chunk))
+    if len(tags) != 1 or len(set(map(_LOGGER, chunk))) != 1:
+        return None
+    body = b"\n".join(map(_BODY, chunk))
+    if len(body) > max_bytes or body.count(b"\n") != n - 1:  # a body of its own holds a line break
+        return None
+    first = chunk[0]
+    return OutMessage(first[0], first[1], (), body, n, first[4])
+
+
+_TAG, _LOGGER, _KEYS, _BODY = (operator.itemgetter(i) for i in range(4))
 
 
 def _merged_keys(run: Sequence[Row]) -> tuple[str, ...]:

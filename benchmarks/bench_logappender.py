@@ -21,6 +21,7 @@ import oms
 from benchmarks.bench_e2e import Broker
 from benchmarks.common import median, pct, write_result
 from plugins.logappender import RocketMQHandler, iter_records
+from plugins.logappender.handler import prepare
 
 
 def _logger(name: str, handler: logging.Handler) -> logging.Logger:
@@ -130,6 +131,45 @@ def bench_throughput(addr: str, n: int, records_per_message: int) -> dict[str, A
     }
 
 
+def bench_ceiling(addr: str, n: int) -> dict[str, Any]:
+    """What bounds records/s from one process, each part alone: the logging loop with a ``NullHandler`` (no
+    shipping at all), and the sender fed ``n`` records made beforehand (encode, pack, send, no logging thread
+    competing for the GIL)."""
+    null = _logger("ceiling.null", logging.NullHandler())
+    info = null.info
+    t0 = time.perf_counter()
+    for i in range(n):
+        info("request %s done", i)
+    null_rate = n / (time.perf_counter() - t0)
+    handler = RocketMQHandler("BenchLogCeiling", namesrv_addr=addr, queue_size=n, send_timeout=30)
+    logger = _logger("ceiling.sender", handler)
+    logger.info("warm-up")
+    handler.flush(30)
+    # the records as the handler would queue them, made before the clock starts
+    records = [
+        prepare(logger.makeRecord(logger.name, logging.INFO, __file__, 1, "request %s done", (i,), None))
+        for i in range(n)
+    ]
+    shipper = handler.shipper
+    sender = shipper._thread
+    cpu0 = _thread_cpu(sender)
+    t0 = time.perf_counter()
+    shipper._queue.extend(records)  # what n offers would leave, in one step: the sender alone is measured
+    shipper._wake.set()
+    flushed = handler.flush(120)
+    elapsed = time.perf_counter() - t0
+    sender_cpu = _thread_cpu(sender) - cpu0
+    sent = handler.counters().sent - 1
+    handler.close(30)
+    return {
+        "records": n,
+        "null_handler_loop_records_per_s": round(null_rate),
+        "sender_alone_records_per_s": round(sent / elapsed),
+        "sender_alone_flushed": flushed,
+        "sender_alone_cpu_us_per_record": round(sender_cpu / max(1, sent) * 1e6, 2),
+    }
+
+
 def bench_latency(addr: str, rate: int, seconds: float) -> dict[str, Any]:
     """Records at ``rate``/s carry their call time; the broker's store timestamp (ms) closes the interval."""
     topic = "BenchLogLatency"
@@ -184,6 +224,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             cost = bench_call_cost(broker.addr, Path(tmp), n_cost, rounds)
             packed = bench_throughput(broker.addr, n_rate, 64)
             unpacked = bench_throughput(broker.addr, n_rate // 10, 1)
+            ceiling = bench_ceiling(broker.addr, n_rate // 2)
             latency = bench_latency(broker.addr, 2000 if not quick else 1000, 5.0 if not quick else 2.0)
         finally:
             broker.stop()
@@ -204,6 +245,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         "records_per_s_one_per_message": unpacked["records_per_s"],
         "sender_cpu_share_of_wall_packed": packed["sender_cpu_share_of_wall"],
         "target_100k_records_per_s": packed["records_per_s"] >= 100_000,
+        "ceiling_null_handler_loop_records_per_s": ceiling["null_handler_loop_records_per_s"],
+        "ceiling_sender_alone_records_per_s": ceiling["sender_alone_records_per_s"],
+        "ceiling_sender_alone_cpu_us_per_record": ceiling["sender_alone_cpu_us_per_record"],
         "log_to_stored_ms_p50": latency["latency_ms_p50"],
         "log_to_stored_ms_p99": latency["latency_ms_p99"],
     }
@@ -212,6 +256,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "call_cost": cost,
         "throughput": packed,
         "throughput_unpacked": unpacked,
+        "ceiling": ceiling,
         "latency": latency,
     }
 

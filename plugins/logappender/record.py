@@ -269,27 +269,43 @@ class RecordEncoder:
                 body = (
                     f'{{"timestamp":"{stamp}",{head[1]}'
                     f"{quote(message) if type(message) is str else value(message)}{mid}{record.lineno:d},"
-                    f'"seq":{seq:d}{static_json}'
+                    f'"seq":{seq:d}{static_json}}}'
                 )
-                if record.exc_text:
-                    body += f',"exception":{value(record.exc_text)}'
-                if record.stack_info:
-                    body += f',"stack":{value(record.stack_info)}'
+                keys: tuple[str, ...] = ()
                 # LogRecord.__init__ sets every standard attribute, so more attributes than those (plus the
                 # optional message and asctime) means extra fields: a length check instead of a walk per record
-                optional = ("message" in attrs) + ("asctime" in attrs)
-                keys: tuple[str, ...] = ()
-                if len(attrs) > n_plain + optional:
-                    skip = self._skip
-                    body += "".join(f",{quote(k)}:{value(v)}" for k, v in attrs.items() if k not in skip)
-                    keys = self._keys(attrs, record.msg)
+                if (
+                    record.exc_text
+                    or record.stack_info
+                    or len(attrs) > n_plain + ("message" in attrs) + ("asctime" in attrs)
+                ):
+                    body, keys = self._rest(record, body)
                 elif std_keys or type(record.msg) is dict:
                     keys = self._keys(attrs, record.msg)
-                append((fixed_tag or head[0], name, keys, (body + "}").encode("utf-8"), seq))
+                append((fixed_tag or head[0], name, keys, body.encode("utf-8"), seq))
             except Exception as exc:  # one record that cannot be serialized must not stop the others
                 out.failed += 1
                 out.error = exc
         return out
+
+    def _rest(self, record: logging.LogRecord, body: str) -> tuple[str, tuple[str, ...]]:
+        """``body`` (a closed JSON object) with the traceback, the stack and the extra fields added, and the keys:
+        the unusual records, kept out of ``encode_batch``'s loop."""
+        parts = [body[:-1]]
+        if record.exc_text:
+            parts.append(f',"exception":{_value(record.exc_text)}')
+        if record.stack_info:
+            parts.append(f',"stack":{_value(record.stack_info)}')
+        attrs = record.__dict__
+        keys: tuple[str, ...] = ()
+        if len(attrs) > N_PLAIN_ATTRIBUTES + ("message" in attrs) + ("asctime" in attrs):
+            skip = self._skip
+            parts.extend(f",{_quote(k)}:{_value(v)}" for k, v in attrs.items() if k not in skip)
+            keys = self._keys(attrs, record.msg)
+        elif self._std_key_fields or type(record.msg) is dict:
+            keys = self._keys(attrs, record.msg)
+        parts.append("}")
+        return "".join(parts), keys
 
     def _formatted(self, record: logging.LogRecord, formatted: str, seq: int) -> Row:
         tag = self.config.tag or clean_tag(record.levelname)

@@ -6,6 +6,7 @@ import json
 import logging
 import logging.config
 import os
+import random
 import threading
 import time
 from pathlib import Path
@@ -181,6 +182,33 @@ def test_multi_line_bodies_travel_alone_and_decode_whole() -> None:
     alone = [m for m in out if m.first_seq == 5]
     assert alone[0].count == 1
     assert list(iter_records(alone[0].body, 1)) == [{"message": "line one\nline two"}]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_keyless_chunks_pack_as_the_record_by_record_walk_does(seed: int) -> None:
+    """Chunks without keys take a whole-chunk path; rows with a key each always take the record-by-record walk.
+    Both must cut the same messages: same runs, sizes, line breaks and order."""
+    rng = random.Random(seed)
+    rows: list[Entry] = []
+    for i in range(3000):
+        tag = "INFO" if rng.random() < 0.97 else "WARNING"
+        logger = "a" if rng.random() < 0.98 else "b"
+        body = b'{"m":"%s"}' % (b"x" * rng.randrange(0, 60))
+        if rng.random() < 0.005:
+            body = b"two\nlines"
+        rows.append(Entry(tag, logger, (), body, i))
+    if seed == 0:
+        rows[:64] = [Entry("INFO", "a", (), b'{"m":1}', i) for i in range(64)]  # one whole chunk
+    keyed = [r._replace(keys=(f"k{r.seq}",)) for r in rows]
+    max_bytes = 1 << 20 if seed == 0 else rng.choice([1 << 20, 600, 2000])
+    fast, walk = pack(rows, 64, max_bytes), pack(keyed, 64, max_bytes)
+    assert [(m.tag, m.logger, m.count, m.first_seq, m.body) for m in fast] == [
+        (m.tag, m.logger, m.count, m.first_seq, m.body) for m in walk
+    ]
+    assert all(m.keys == () for m in fast) and sum(m.count for m in fast) == len(rows)
+    assert all(len(m.body) <= max_bytes or m.count == 1 for m in fast)
+    if seed == 0:
+        assert fast[0].count == 64 and fast[0].body == b"\n".join([b'{"m":1}'] * 64)
 
 
 def _batch(n: int, start: int = 0) -> list[OutMessage]:

@@ -20,7 +20,7 @@ from typing import Any
 import oms
 from benchmarks.bench_e2e import Broker
 from benchmarks.common import median, pct, write_result
-from plugins.logappender import RocketMQHandler, iter_records
+from plugins.logappender import AppenderConfig, RocketMQHandler, iter_records
 from plugins.logappender.handler import prepare
 
 
@@ -222,7 +222,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         broker = Broker(Path(tmp) / "store")
         try:
             cost = bench_call_cost(broker.addr, Path(tmp), n_cost, rounds)
-            packed = bench_throughput(broker.addr, n_rate, 64)
+            default_rpm = AppenderConfig.build("BenchLogRate", namesrv_addr=broker.addr).records_per_message
+            packed = bench_throughput(broker.addr, n_rate, default_rpm)
             unpacked = bench_throughput(broker.addr, n_rate // 10, 1)
             ceiling = bench_ceiling(broker.addr, n_rate // 2)
             latency = bench_latency(broker.addr, 2000 if not quick else 1000, 5.0 if not quick else 2.0)

@@ -341,12 +341,16 @@ class RecordEncoder:
         return Entry(tag, logger, keys, encode_json(doc).encode("utf-8"), seq)
 
 
-def pack(rows: Sequence[Row], records_per_message: int, max_bytes: int) -> list[OutMessage]:
-    """Rows as messages, in order. A batch of at most ``records_per_message`` records goes as one record per
-    message; a bigger one (a backlog: the application logs faster than one message per record can carry) packs
-    runs of one tag and logger, so a message never mixes levels or loggers."""
+def pack(
+    rows: Sequence[Row], records_per_message: int, max_bytes: int, pack_over: int | None = None
+) -> list[OutMessage]:
+    """Rows as messages, in order. A batch of at most ``pack_over`` records (default ``records_per_message``) goes
+    as one record per message; a bigger one (a backlog: the application logs faster than one message per record
+    can carry) packs runs of one tag and logger, up to ``records_per_message`` records, so a message never mixes
+    levels or loggers. A run stops before its keys would pass ``MAX_KEYS_PER_MESSAGE``: every record's keys are
+    kept."""
     n = len(rows)
-    if n <= records_per_message or records_per_message <= 1:
+    if n <= (records_per_message if pack_over is None else pack_over) or records_per_message <= 1:
         return [OutMessage(tag, logger, keys, body, 1, seq) for tag, logger, keys, body, seq in rows]
     out: list[OutMessage] = []
     i = 0
@@ -361,10 +365,18 @@ def pack(rows: Sequence[Row], records_per_message: int, max_bytes: int) -> list[
         if b"\n" not in body:  # a multi-line body (custom formatter) travels alone: JSON lines could not split it
             limit = min(n, i + records_per_message)
             size = len(body)
+            n_keys = len(first[2])
             while j < limit:
                 row = rows[j]
                 size += len(row[3]) + 1
-                if row[0] != tag or row[1] != logger or size > max_bytes or b"\n" in row[3]:
+                n_keys += len(row[2])
+                if (
+                    row[0] != tag
+                    or row[1] != logger
+                    or size > max_bytes
+                    or b"\n" in row[3]
+                    or n_keys > MAX_KEYS_PER_MESSAGE
+                ):
                     break
                 j += 1
         if j == i + 1:

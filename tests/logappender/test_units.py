@@ -14,6 +14,7 @@ from typing import cast
 
 import pytest
 
+import plugins.logappender.record as record_module
 from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
 from plugins.logappender.handler import prepare
 from plugins.logappender.record import (
@@ -140,8 +141,8 @@ def test_a_fixed_tag_replaces_the_level() -> None:
     assert RecordEncoder(cfg).stdlib(_record(), None, 1).tag == "web"
 
 
-def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}') -> list[Entry]:
-    return [Entry(tag, logger, (f"k{i}",), body, i) for i, (tag, logger) in enumerate(spec)]
+def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}', keyed: bool = True) -> list[Entry]:
+    return [Entry(tag, logger, (f"k{i}",) if keyed else (), body, i) for i, (tag, logger) in enumerate(spec)]
 
 
 def test_small_batches_are_one_record_per_message() -> None:
@@ -153,8 +154,10 @@ def test_small_batches_are_one_record_per_message() -> None:
 
 
 def test_a_batch_bigger_than_one_message_packs_and_respects_max_bytes() -> None:
-    out = pack(_entries([("INFO", "a")] * 65), 64, 1 << 20)
+    out = pack(_entries([("INFO", "a")] * 65, keyed=False), 64, 1 << 20)
     assert [(m.count, m.first_seq) for m in out] == [(64, 0), (1, 64)]
+    keyed = pack(_entries([("INFO", "a")] * 65), 64, 1 << 20)  # a key each: a message stops at 32 keys
+    assert [(m.count, m.first_seq) for m in keyed] == [(32, 0), (32, 32), (1, 64)]
     body = b'{"m":1}'
     small = pack(_entries([("INFO", "a")] * 100, body), 64, 3 * len(body) + 2)  # three lines fit, not four
     assert [m.count for m in small] == [3] * 33 + [1]
@@ -172,7 +175,18 @@ def test_a_backlog_packs_runs_of_one_level_and_logger_in_order() -> None:
     assert {(m.tag, m.logger) for m in out} == {("INFO", "a"), ("ERROR", "a"), ("INFO", "b")}
     first = out[0]
     assert [r["m"] for r in iter_records(first.body, first.count)] == [1] * first.count
-    assert len(first.keys) == 32  # capped: keys share the properties budget
+    assert len(first.keys) == 32 and first.count == 32  # a run stops at the keys cap (the properties budget)
+    assert sorted(k for m in out for k in m.keys) == sorted(f"k{i}" for i in range(len(spec)))  # none lost
+
+
+def test_packing_starts_over_pack_over_and_fills_messages_up_to_records_per_message() -> None:
+    rows = [Entry("INFO", "a", (), b'{"m":1}', i) for i in range(600)]
+    assert [m.count for m in pack(rows[:64], 256, 1 << 20, 64)] == [1] * 64  # a small batch: one per message
+    assert [m.count for m in pack(rows[:65], 256, 1 << 20, 64)] == [65]
+    assert [m.count for m in pack(rows, 256, 1 << 20, 64)] == [256, 256, 88]
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR)
+    assert (cfg.records_per_message, cfg.pack_over) == (256, 64)
+    assert AppenderConfig.build("AppLogs", namesrv_addr=ADDR, records_per_message=8).pack_over == 8
 
 
 def test_multi_line_bodies_travel_alone_and_decode_whole() -> None:
@@ -185,8 +199,8 @@ def test_multi_line_bodies_travel_alone_and_decode_whole() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_keyless_chunks_pack_as_the_record_by_record_walk_does(seed: int) -> None:
-    """Chunks without keys take a whole-chunk path; rows with a key each always take the record-by-record walk.
+def test_keyless_chunks_pack_as_the_record_by_record_walk_does(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks without keys take a whole-chunk path; without it every chunk takes the record-by-record walk.
     Both must cut the same messages: same runs, sizes, line breaks and order."""
     rng = random.Random(seed)
     rows: list[Entry] = []
@@ -199,9 +213,10 @@ def test_keyless_chunks_pack_as_the_record_by_record_walk_does(seed: int) -> Non
         rows.append(Entry(tag, logger, (), body, i))
     if seed == 0:
         rows[:64] = [Entry("INFO", "a", (), b'{"m":1}', i) for i in range(64)]  # one whole chunk
-    keyed = [r._replace(keys=(f"k{r.seq}",)) for r in rows]
     max_bytes = 1 << 20 if seed == 0 else rng.choice([1 << 20, 600, 2000])
-    fast, walk = pack(rows, 64, max_bytes), pack(keyed, 64, max_bytes)
+    fast = pack(rows, 64, max_bytes)
+    monkeypatch.setattr(record_module, "_whole_chunk", lambda chunk, max_bytes: None)
+    walk = pack(rows, 64, max_bytes)
     assert [(m.tag, m.logger, m.count, m.first_seq, m.body) for m in fast] == [
         (m.tag, m.logger, m.count, m.first_seq, m.body) for m in walk
     ]

@@ -212,10 +212,9 @@ class RecordEncoder:
         self._skip = STD_ATTRIBUTES | BODY_FIELDS | static.keys()
         # key fields that are standard attributes (unusual) must be looked up in records without extras too
         self._std_key_fields = any(f in STD_ATTRIBUTES for f in config.key_fields)
-        # JSON text a process repeats, quoted once: (level, logger) -> (tag, '"level":..,"logger":..,"message":'),
-        # (thread, process, module, function) -> ',"thread":..,"process":..,"module":..,"func":..,"line":'
-        self._heads: dict[tuple[str, str], tuple[str, str]] = {}
-        self._mids: dict[tuple[Any, ...], str] = {}
+        # The body a process repeats, quoted once per (level, logger, thread, process, module, function): the tag,
+        # and a %-template of the JSON object with the timestamp, message, line and seq left open
+        self._forms: dict[tuple[Any, ...], tuple[str, str]] = {}
 
     def stdlib(self, record: logging.LogRecord, formatted: str | None, seq: int) -> Entry:
         """One record's entry (``formatted``: the body a user formatter produced); raises if it cannot be made."""
@@ -233,8 +232,7 @@ class RecordEncoder:
         out = Encoded(rows)
         fixed_tag = self.config.tag
         std_keys = self._std_key_fields
-        static_json = self.static_json
-        heads, mids = self._heads, self._mids
+        forms = self._forms
         quote, value = _quote, _value
         n_plain = N_PLAIN_ATTRIBUTES
         last_ms, stamp = -1, ""
@@ -247,9 +245,8 @@ class RecordEncoder:
                 record = item
                 attrs = record.__dict__
                 name = record.name
-                head = heads.get((record.levelname, name)) or self._head(record.levelname, name)
-                mid_key = (record.threadName, record.process, record.module, record.funcName)
-                mid = mids.get(mid_key) or self._mid(mid_key)
+                key = (record.levelname, name, record.threadName, record.process, record.module, record.funcName)
+                form = forms.get(key) or self._form(key)
                 ms = int(record.created * 1000)
                 if ms != last_ms:  # records come in bursts: many share a millisecond
                     last_ms = ms
@@ -266,11 +263,7 @@ class RecordEncoder:
                             message = msg % args  # getMessage for a str msg, without its two frames
                         except Exception:
                             message = render_message(record)  # raises the error that names the call
-                body = (
-                    f'{{"timestamp":"{stamp}",{head[1]}'
-                    f"{quote(message) if type(message) is str else value(message)}{mid}{record.lineno:d},"
-                    f'"seq":{seq:d}{static_json}}}'
-                )
+                body = form[1] % (stamp, quote(message) if type(message) is str else value(message), record.lineno, seq)
                 keys: tuple[str, ...] = ()
                 # LogRecord.__init__ sets every standard attribute, so more attributes than those (plus the
                 # optional message and asctime) means extra fields: a length check instead of a walk per record
@@ -282,7 +275,7 @@ class RecordEncoder:
                     body, keys = self._rest(record, body)
                 elif std_keys or type(record.msg) is dict:
                     keys = self._keys(attrs, record.msg)
-                append((fixed_tag or head[0], name, keys, body.encode("utf-8"), seq))
+                append((fixed_tag or form[0], name, keys, body.encode("utf-8"), seq))
             except Exception as exc:  # one record that cannot be serialized must not stop the others
                 out.failed += 1
                 out.error = exc
@@ -316,21 +309,21 @@ class RecordEncoder:
             return keys_of(self.config.key_fields, attrs, msg)
         return keys_of(self.config.key_fields, attrs)
 
-    def _head(self, level: str, logger: str) -> tuple[str, str]:
-        head = (clean_tag(level), f'"level":{_value(level)},"logger":{_value(logger)},"message":')
-        if len(self._heads) < QUOTED_CACHE_SIZE:
-            self._heads[(level, logger)] = head
-        return head
+    def _form(self, key: tuple[Any, ...]) -> tuple[str, str]:
+        level, logger, thread, process, module, func = key
 
-    def _mid(self, key: tuple[Any, ...]) -> str:
-        thread, process, module, func = key
-        mid = (
-            f',"thread":{_value(thread)},"process":{_value(process)},"module":{_value(module)},'
-            f'"func":{_value(func)},"line":'
+        def text(v: object) -> str:  # a JSON value in the template: a '%' in it is text, not a conversion
+            return _value(v).replace("%", "%%")
+
+        form = (
+            clean_tag(level),
+            f'{{"timestamp":"%s","level":{text(level)},"logger":{text(logger)},"message":%s,"thread":{text(thread)},'
+            f'"process":{text(process)},"module":{text(module)},"func":{text(func)},"line":%d,"seq":%d'
+            f"{self.static_json.replace('%', '%%')}}}",
         )
-        if len(self._mids) < QUOTED_CACHE_SIZE:
-            self._mids[key] = mid
-        return mid
+        if len(self._forms) < QUOTED_CACHE_SIZE:
+            self._forms[key] = form
+        return form
 
     def document(self, doc: dict[str, Any], level: str, logger: str, seq: int, keys: tuple[str, ...]) -> Entry:
         """A body built by an adapter (loguru, structlog): static fields and ``seq`` added, then JSON."""

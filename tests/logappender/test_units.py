@@ -136,6 +136,16 @@ def test_the_json_body_carries_fields_extras_and_keys() -> None:
     assert "args" not in doc and "msg" not in doc
 
 
+def test_percent_signs_in_names_and_static_fields_are_text() -> None:
+    """The body is a %-template per logger and call site: a '%' in what it holds must stay text."""
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, static_fields={"quota": "50%s %d %%"})
+    record = logging.LogRecord("app.%s%d", logging.INFO, __file__, 7, "rate %s%%", ("99",), None, "f%s")
+    record.threadName = "pool-%d"
+    doc = json.loads(RecordEncoder(cfg).encode_batch([record], 3).rows[0][3])
+    assert doc["logger"] == "app.%s%d" and doc["func"] == "f%s" and doc["thread"] == "pool-%d"
+    assert doc["quota"] == "50%s %d %%" and doc["message"] == "rate 99%" and doc["line"] == 7 and doc["seq"] == 3
+
+
 def test_a_fixed_tag_replaces_the_level() -> None:
     cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, tag="web")
     assert RecordEncoder(cfg).stdlib(_record(), None, 1).tag == "web"

@@ -20,7 +20,8 @@ from typing import Any
 import oms
 from benchmarks.bench_e2e import Broker
 from benchmarks.common import median, pct, write_result
-from plugins.logappender import RocketMQHandler, iter_records
+from plugins.logappender import AppenderConfig, RocketMQHandler, iter_records
+from plugins.logappender.handler import prepare
 
 
 def _logger(name: str, handler: logging.Handler) -> logging.Logger:
@@ -53,20 +54,25 @@ def bench_call_cost(addr: str, tmp: Path, n: int, rounds: int) -> dict[str, Any]
     }
     runs: dict[str, list[float]] = {k: [] for k in loggers}
     cpu: dict[str, list[float]] = {k: [] for k in loggers}
+    process_cpu: dict[str, list[float]] = {k: [] for k in loggers}
     for logger in loggers.values():
         _per_call_us(logger, 1000)  # warm-up (the sender connects)
     rmq.flush(30)
     for _ in range(rounds):
         for name, logger in loggers.items():
+            p0 = time.process_time()
             wall_us, cpu_us = _per_call_us(logger, n)
+            if name == "rocketmq":
+                rmq.flush(60)  # each round ends with an idle sender: its work for the round's records is counted
+            process_cpu[name].append((time.process_time() - p0) / n * 1e6)
             runs[name].append(wall_us)
             cpu[name].append(cpu_us)
-        rmq.flush(60)  # each round starts with an idle sender
     counters = rmq.counters()
     rmq.close(30)
     file_handler.close()
     med = {k: round(median(v), 3) for k, v in runs.items()}
     med_cpu = {k: round(median(v), 3) for k, v in cpu.items()}
+    med_proc = {k: round(median(v), 3) for k, v in process_cpu.items()}
     return {
         "calls_per_round": n,
         "rounds": rounds,
@@ -78,6 +84,11 @@ def bench_call_cost(addr: str, tmp: Path, n: int, rounds: int) -> dict[str, Any]
         "rocketmq_over_file_ratio": round(med["rocketmq"] / med["file"], 3),
         "rocketmq_over_null_cpu_us": round(med_cpu["rocketmq"] - med_cpu["null"], 3),
         "rocketmq_over_file_cpu_ratio": round(med_cpu["rocketmq"] / med_cpu["file"], 3),
+        # every thread of this process (the sender and the client's loop too) until the round's records are
+        # stored: under one GIL the logging thread's wall time cannot go below this for long
+        "process_cpu_us_per_call_median": med_proc,
+        "process_cpu_us_per_call_runs": {k: [round(x, 3) for x in v] for k, v in process_cpu.items()},
+        "rocketmq_over_file_process_cpu_ratio": round(med_proc["rocketmq"] / med_proc["file"], 3),
         "rocketmq_records_sent": counters.sent,
         "rocketmq_dropped": counters.dropped_overflow + counters.dropped_error,
     }
@@ -127,6 +138,45 @@ def bench_throughput(addr: str, n: int, records_per_message: int) -> dict[str, A
         "sender_cpu_share_of_wall": round(sender_cpu / elapsed, 3),
         "sender_cpu_share_of_process_cpu": round(sender_cpu / proc_cpu, 3) if proc_cpu else None,
         "process_cpu_share_of_wall": round(proc_cpu / elapsed, 3),
+    }
+
+
+def bench_ceiling(addr: str, n: int) -> dict[str, Any]:
+    """What bounds records/s from one process, each part alone: the logging loop with a ``NullHandler`` (no
+    shipping at all), and the sender fed ``n`` records made beforehand (encode, pack, send, no logging thread
+    competing for the GIL)."""
+    null = _logger("ceiling.null", logging.NullHandler())
+    info = null.info
+    t0 = time.perf_counter()
+    for i in range(n):
+        info("request %s done", i)
+    null_rate = n / (time.perf_counter() - t0)
+    handler = RocketMQHandler("BenchLogCeiling", namesrv_addr=addr, queue_size=n, send_timeout=30)
+    logger = _logger("ceiling.sender", handler)
+    logger.info("warm-up")
+    handler.flush(30)
+    # the records as the handler would queue them, made before the clock starts
+    records = [
+        prepare(logger.makeRecord(logger.name, logging.INFO, __file__, 1, "request %s done", (i,), None))
+        for i in range(n)
+    ]
+    shipper = handler.shipper
+    sender = shipper._thread
+    cpu0 = _thread_cpu(sender)
+    t0 = time.perf_counter()
+    shipper._queue.extend(records)  # what n offers would leave, in one step: the sender alone is measured
+    shipper._wake.set()
+    flushed = handler.flush(120)
+    elapsed = time.perf_counter() - t0
+    sender_cpu = _thread_cpu(sender) - cpu0
+    sent = handler.counters().sent - 1
+    handler.close(30)
+    return {
+        "records": n,
+        "null_handler_loop_records_per_s": round(null_rate),
+        "sender_alone_records_per_s": round(sent / elapsed),
+        "sender_alone_flushed": flushed,
+        "sender_alone_cpu_us_per_record": round(sender_cpu / max(1, sent) * 1e6, 2),
     }
 
 
@@ -182,8 +232,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         broker = Broker(Path(tmp) / "store")
         try:
             cost = bench_call_cost(broker.addr, Path(tmp), n_cost, rounds)
-            packed = bench_throughput(broker.addr, n_rate, 64)
+            default_rpm = AppenderConfig.build("BenchLogRate", namesrv_addr=broker.addr).records_per_message
+            packed = bench_throughput(broker.addr, n_rate, default_rpm)
             unpacked = bench_throughput(broker.addr, n_rate // 10, 1)
+            ceiling = bench_ceiling(broker.addr, n_rate // 2)
             latency = bench_latency(broker.addr, 2000 if not quick else 1000, 5.0 if not quick else 2.0)
         finally:
             broker.stop()
@@ -199,11 +251,16 @@ def run(quick: bool = False) -> dict[str, Any]:
         "thread_cpu_us_per_call": cost["thread_cpu_us_per_call_median"],
         "rocketmq_over_null_cpu_us": cost["rocketmq_over_null_cpu_us"],
         "rocketmq_over_file_cpu_ratio": cost["rocketmq_over_file_cpu_ratio"],
+        "process_cpu_us_per_call": cost["process_cpu_us_per_call_median"],
+        "rocketmq_over_file_process_cpu_ratio": cost["rocketmq_over_file_process_cpu_ratio"],
         "sender_cpu_us_per_record_packed": packed["sender_cpu_us_per_record"],
         "records_per_s_packed": packed["records_per_s"],
         "records_per_s_one_per_message": unpacked["records_per_s"],
         "sender_cpu_share_of_wall_packed": packed["sender_cpu_share_of_wall"],
         "target_100k_records_per_s": packed["records_per_s"] >= 100_000,
+        "ceiling_null_handler_loop_records_per_s": ceiling["null_handler_loop_records_per_s"],
+        "ceiling_sender_alone_records_per_s": ceiling["sender_alone_records_per_s"],
+        "ceiling_sender_alone_cpu_us_per_record": ceiling["sender_alone_cpu_us_per_record"],
         "log_to_stored_ms_p50": latency["latency_ms_p50"],
         "log_to_stored_ms_p99": latency["latency_ms_p99"],
     }
@@ -212,6 +269,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "call_cost": cost,
         "throughput": packed,
         "throughput_unpacked": unpacked,
+        "ceiling": ceiling,
         "latency": latency,
     }
 

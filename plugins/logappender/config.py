@@ -23,6 +23,10 @@ DEFAULT_PRODUCER_GROUP = "log_appender"  # RocketMQ's Java appenders use rocketm
 # record sent because a send was logged is how shippers loop (logback-kafka-appender #36, watchtower #93).
 DEFAULT_EXCLUDED_LOGGERS = ("oms", "grpc", "plugins.logappender")
 MAX_KEYS_PER_MESSAGE = 32  # the keys of packed records share the 16 KiB properties budget with tag and properties
+# A batch of more records than this packs (or than records_per_message, if smaller): below it, one record per
+# message keeps a low rate simple for consumers; above it, one record per message would cost the client 50-75 us
+# of CPU each. Messages then hold up to records_per_message records.
+PACK_OVER = 64
 
 
 class OverflowPolicy(StrEnum):
@@ -71,7 +75,9 @@ class AppenderConfig:
     block_timeout: float = 0.1
     batch_max_records: int = 8192  # records taken from the queue per send
     linger: float = 0.01  # how long a first record waits for company before it is sent
-    records_per_message: int = 64  # packing limit when a backlog builds up (1: never pack)
+    # records per packed message when a backlog builds up (1: never pack): the client's cost per message (about
+    # 100 us of CPU over the sender and the client's loop) then weighs 0.4 us per record, not 1.6 as at 64
+    records_per_message: int = 256
     max_message_bytes: int = 256 * 1024  # a packed body stops growing here
     compress: bool = False  # zlib bodies over 4 KiB: less disk and network, more CPU in the application
     send_timeout: float = 3.0
@@ -109,6 +115,11 @@ class AppenderConfig:
     def endpoints(self) -> str:
         addr = self.namesrv_addr or os.environ.get(NAMESRV_ENV, "")
         return addr.strip()
+
+    @property
+    def pack_over(self) -> int:
+        """A batch of more records than this is packed (``PACK_OVER``, or ``records_per_message`` if smaller)."""
+        return min(PACK_OVER, self.records_per_message)
 
     @property
     def url(self) -> str:

@@ -55,6 +55,7 @@ class RocketMQHandler(logging.Handler):
         self._encoder = RecordEncoder(self.config)
         self._excluded: dict[str, bool] = {}
         self.shipper = LogShipper(self.config, self._encoder.encode_batch, APPENDER_TYPE)
+        self._offer = self.shipper.offer  # the shipper lives as long as the handler (a fork resets it in place)
 
     def _is_excluded(self, name: str) -> bool:
         excluded = self._excluded.get(name)
@@ -66,7 +67,10 @@ class RocketMQHandler(logging.Handler):
     def handle(self, record: logging.LogRecord) -> logging.LogRecord | bool:  # type: ignore[override]
         """``Handler.handle`` without the handler lock: ``emit`` only appends to the shipper's thread-safe queue,
         and the lock costs every logging call (3.12+: a filter may return a replacement record)."""
-        rv = self.filter(record) if self.filters else True
+        if not self.filters:
+            self.emit(record)
+            return True
+        rv = self.filter(record)
         if isinstance(rv, logging.LogRecord):
             record = rv
         if rv:
@@ -83,7 +87,15 @@ class RocketMQHandler(logging.Handler):
             if self.formatter is not None:
                 self.shipper.offer((record, self.format(record)))
                 return
-            self.shipper.offer(prepare(record))
+            args = record.args
+            if (
+                type(record.msg) is str
+                and not record.exc_info
+                and (not args or (type(args) is tuple and len(args) == 1 and type(args[0]) in IMMUTABLE_ARG_TYPES))
+            ):
+                self._offer(record)  # prepare's usual case inline: nothing to render on this thread
+                return
+            self._offer(prepare(record))
         except RecursionError:  # as logging.StreamHandler does
             raise
         except Exception:

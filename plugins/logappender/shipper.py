@@ -288,7 +288,7 @@ class LogShipper:
             if not self._queue:
                 return True
             self._linger()  # the first record after a quiet spell waits a little for company
-        elif self._packing and len(self._queue) <= self.config.records_per_message:
+        elif self._packing and len(self._queue) <= self.config.pack_over:
             # Under a heavy load the queue is rarely empty, but a sender that took whatever was there would send
             # small batches one record per message (the client's dearest path: about 50 us of CPU each) and wake
             # up, and take the GIL, once per handful of records: while batches pack, a handful waits for company.
@@ -341,8 +341,8 @@ class LogShipper:
         if not entries:
             return None
         cfg = self.config
-        self._packing = len(entries) > cfg.records_per_message > 1
-        messages = pack(entries, cfg.records_per_message, cfg.max_message_bytes)
+        self._packing = len(entries) > cfg.pack_over and cfg.records_per_message > 1
+        messages = pack(entries, cfg.records_per_message, cfg.max_message_bytes, cfg.pack_over)
         return _Batch(messages, len(entries), from_memory=True)
 
     def _send(self, batch: _Batch) -> bool:

@@ -6,6 +6,7 @@ import json
 import logging
 import logging.config
 import os
+import random
 import threading
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import cast
 
 import pytest
 
+import plugins.logappender.record as record_module
 from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
 from plugins.logappender.handler import prepare
 from plugins.logappender.record import (
@@ -134,13 +136,23 @@ def test_the_json_body_carries_fields_extras_and_keys() -> None:
     assert "args" not in doc and "msg" not in doc
 
 
+def test_percent_signs_in_names_and_static_fields_are_text() -> None:
+    """The body is a %-template per logger and call site: a '%' in what it holds must stay text."""
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, static_fields={"quota": "50%s %d %%"})
+    record = logging.LogRecord("app.%s%d", logging.INFO, __file__, 7, "rate %s%%", ("99",), None, "f%s")
+    record.threadName = "pool-%d"
+    doc = json.loads(RecordEncoder(cfg).encode_batch([record], 3).rows[0][3])
+    assert doc["logger"] == "app.%s%d" and doc["func"] == "f%s" and doc["thread"] == "pool-%d"
+    assert doc["quota"] == "50%s %d %%" and doc["message"] == "rate 99%" and doc["line"] == 7 and doc["seq"] == 3
+
+
 def test_a_fixed_tag_replaces_the_level() -> None:
     cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, tag="web")
     assert RecordEncoder(cfg).stdlib(_record(), None, 1).tag == "web"
 
 
-def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}') -> list[Entry]:
-    return [Entry(tag, logger, (f"k{i}",), body, i) for i, (tag, logger) in enumerate(spec)]
+def _entries(spec: list[tuple[str, str]], body: bytes = b'{"m":1}', keyed: bool = True) -> list[Entry]:
+    return [Entry(tag, logger, (f"k{i}",) if keyed else (), body, i) for i, (tag, logger) in enumerate(spec)]
 
 
 def test_small_batches_are_one_record_per_message() -> None:
@@ -152,8 +164,10 @@ def test_small_batches_are_one_record_per_message() -> None:
 
 
 def test_a_batch_bigger_than_one_message_packs_and_respects_max_bytes() -> None:
-    out = pack(_entries([("INFO", "a")] * 65), 64, 1 << 20)
+    out = pack(_entries([("INFO", "a")] * 65, keyed=False), 64, 1 << 20)
     assert [(m.count, m.first_seq) for m in out] == [(64, 0), (1, 64)]
+    keyed = pack(_entries([("INFO", "a")] * 65), 64, 1 << 20)  # a key each: a message stops at 32 keys
+    assert [(m.count, m.first_seq) for m in keyed] == [(32, 0), (32, 32), (1, 64)]
     body = b'{"m":1}'
     small = pack(_entries([("INFO", "a")] * 100, body), 64, 3 * len(body) + 2)  # three lines fit, not four
     assert [m.count for m in small] == [3] * 33 + [1]
@@ -171,7 +185,18 @@ def test_a_backlog_packs_runs_of_one_level_and_logger_in_order() -> None:
     assert {(m.tag, m.logger) for m in out} == {("INFO", "a"), ("ERROR", "a"), ("INFO", "b")}
     first = out[0]
     assert [r["m"] for r in iter_records(first.body, first.count)] == [1] * first.count
-    assert len(first.keys) == 32  # capped: keys share the properties budget
+    assert len(first.keys) == 32 and first.count == 32  # a run stops at the keys cap (the properties budget)
+    assert sorted(k for m in out for k in m.keys) == sorted(f"k{i}" for i in range(len(spec)))  # none lost
+
+
+def test_packing_starts_over_pack_over_and_fills_messages_up_to_records_per_message() -> None:
+    rows = [Entry("INFO", "a", (), b'{"m":1}', i) for i in range(600)]
+    assert [m.count for m in pack(rows[:64], 256, 1 << 20, 64)] == [1] * 64  # a small batch: one per message
+    assert [m.count for m in pack(rows[:65], 256, 1 << 20, 64)] == [65]
+    assert [m.count for m in pack(rows, 256, 1 << 20, 64)] == [256, 256, 88]
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR)
+    assert (cfg.records_per_message, cfg.pack_over) == (256, 64)
+    assert AppenderConfig.build("AppLogs", namesrv_addr=ADDR, records_per_message=8).pack_over == 8
 
 
 def test_multi_line_bodies_travel_alone_and_decode_whole() -> None:
@@ -181,6 +206,34 @@ def test_multi_line_bodies_travel_alone_and_decode_whole() -> None:
     alone = [m for m in out if m.first_seq == 5]
     assert alone[0].count == 1
     assert list(iter_records(alone[0].body, 1)) == [{"message": "line one\nline two"}]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_keyless_chunks_pack_as_the_record_by_record_walk_does(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks without keys take a whole-chunk path; without it every chunk takes the record-by-record walk.
+    Both must cut the same messages: same runs, sizes, line breaks and order."""
+    rng = random.Random(seed)
+    rows: list[Entry] = []
+    for i in range(3000):
+        tag = "INFO" if rng.random() < 0.97 else "WARNING"
+        logger = "a" if rng.random() < 0.98 else "b"
+        body = b'{"m":"%s"}' % (b"x" * rng.randrange(0, 60))
+        if rng.random() < 0.005:
+            body = b"two\nlines"
+        rows.append(Entry(tag, logger, (), body, i))
+    if seed == 0:
+        rows[:64] = [Entry("INFO", "a", (), b'{"m":1}', i) for i in range(64)]  # one whole chunk
+    max_bytes = 1 << 20 if seed == 0 else rng.choice([1 << 20, 600, 2000])
+    fast = pack(rows, 64, max_bytes)
+    monkeypatch.setattr(record_module, "_whole_chunk", lambda chunk, max_bytes: None)
+    walk = pack(rows, 64, max_bytes)
+    assert [(m.tag, m.logger, m.count, m.first_seq, m.body) for m in fast] == [
+        (m.tag, m.logger, m.count, m.first_seq, m.body) for m in walk
+    ]
+    assert all(m.keys == () for m in fast) and sum(m.count for m in fast) == len(rows)
+    assert all(len(m.body) <= max_bytes or m.count == 1 for m in fast)
+    if seed == 0:
+        assert fast[0].count == 64 and fast[0].body == b"\n".join([b'{"m":1}'] * 64)
 
 
 def _batch(n: int, start: int = 0) -> list[OutMessage]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from oms.consumer.columns import MessageColumns
 from oms.consumer.config import ConsumeFromWhere, ConsumeMode, ConsumerConfig, ConsumerKeys, MessageModel
+from oms.consumer.frames import RecordFrames
 from oms.consumer.listener import (
     ConsumeConcurrentlyStatus,
     ConsumeContext,
@@ -32,4 +33,5 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "RecordFrames",
 ]

@@ -16,7 +16,7 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from oms.consumer.aio import AsyncPullConsumer
 from oms.consumer.config import MAX_RECEIVE_BATCH
-from oms.consumer.pull_base import PullConsumerBase, PullResult, PullStatus, timestamp_ms
+from oms.consumer.pull_base import PullConsumerBase, PullResult, PullShape, PullStatus, timestamp_ms
 from oms.consumer.selector import MessageSelector
 from oms.keys import BuiltinKeys
 from oms.keyvalue import KeyValue
@@ -143,7 +143,26 @@ class PullConsumer(PullConsumerBase):
         """``pull`` for tabular readers: the result's ``columns`` (``MessageColumns``, one list per field) instead
         of message objects, several times cheaper per message; user properties only when ``properties``."""
         coro = self._pull_async(
-            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, True, properties
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, PullShape.COLUMNS, properties
+        )
+        return self._run(coro, timeout + self.config.timeout_s)
+
+    def pull_frames(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int = 32,
+        timeout: float = 0.0,
+        *,
+        expression: str | MessageSelector | None = None,
+        expression_type: str | None = None,
+        max_bytes: int = 0,
+    ) -> PullResult:
+        """``pull`` for readers that build columns from the payload's bytes: the result's ``frames``
+        (``RecordFrames``: the records located in the ``PullBatch`` payload, nothing decoded), e.g. for
+        ``oms.consumer.arrow_columns.to_arrow``. ``frames.decoded()`` equals ``pull_columns``' columns."""
+        coro = self._pull_async(
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, PullShape.FRAMES
         )
         return self._run(coro, timeout + self.config.timeout_s)
 

@@ -1,7 +1,8 @@
 """Batch and streaming readers: queues and offset ranges planned on the driver, ranges pulled on executors.
 
 One input partition per queue (ranges above ``maxOffsetsPerPartition``, or fewer than ``minPartitions``, are split);
-``read`` pulls its range with ``PullConsumer.pull_columns`` and yields Arrow record batches.
+``read`` pulls its range with ``PullConsumer.pull_frames`` and yields Arrow record batches built from the pulled
+payloads (``oms.consumer.arrow_columns``), or with ``pull_columns`` under ``pullDecoding=columns``.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from spark_connector.offsets import (
     to_json_dict,
     total_between,
 )
-from spark_connector.options import Position, ReadOptions, TopicMode
-from spark_connector.schema import arrow_schema, concat_columns, to_record_batch
+from spark_connector.options import Decoding, Position, ReadOptions, TopicMode
+from spark_connector.schema import arrow_record_batch, arrow_schema, concat_columns, to_record_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     import oms
+    from oms.consumer.frames import RecordFrames
 
 log = logging.getLogger("spark_connector")
 
@@ -158,23 +160,32 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     target = arrow_schema(schema)
     stride = min(options.pull_batch_size, MAX_PULL_BATCH_SIZE)  # the broker never answers more per pull
 
+    arrow = options.decoding is Decoding.ARROW
+    pull_one = consumer.pull_frames if arrow else consumer.pull_columns
+    extra = {} if arrow else {"properties": options.include_properties}
+
     def pull(at: int, wait_s: float) -> oms.PullResult:
-        return consumer.pull_columns(
+        return pull_one(
             queue,
             at,
             min(stride, part.end - at),
             wait_s,
             expression=options.expression,
             expression_type=options.expression_type,
-            properties=options.include_properties,
+            **extra,
         )
 
-    def batch(chunks: list[oms.MessageColumns]) -> pa.RecordBatch:
-        cols = concat_columns(chunks)
-        return to_record_batch(cols, part.topic, part.broker_name, part.queue_id, target, options.include_properties)
+    def batch(chunks: list[Any]) -> pa.RecordBatch:
+        where = (part.topic, part.broker_name, part.queue_id)
+        if arrow:
+            from oms.consumer.arrow_columns import to_arrow
+
+            cols = to_arrow(chunks, options.include_properties)
+            return arrow_record_batch(cols, *where, target, options.include_properties)
+        return to_record_batch(concat_columns(chunks), *where, target, options.include_properties)
 
     offset, waited = part.start, False
-    chunks: list[oms.MessageColumns] = []
+    chunks: list[Any] = []  # the pulls' frames (or columns) since the last record batch
     buffered = 0
     with ThreadPoolExecutor(options.pulls_in_flight, thread_name_prefix="rocketmq-pull") as pool:
         pulls = _Pulls(pull, pool, stride, options.pulls_in_flight, part.end)
@@ -205,9 +216,7 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
                     raise RocketMQConnectorError(
                         ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
                     )
-                cols = result.columns or oms.MessageColumns()
-                if cols.queue_offsets and cols.queue_offsets[-1] >= part.end:  # the pull may run past this range
-                    cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < part.end])
+                cols = _rows_before(result, part.end)
                 if len(cols):
                     chunks.append(cols)
                     buffered += len(cols)
@@ -219,6 +228,18 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
                 yield batch(chunks)
         finally:
             pulls.drop()
+
+
+def _rows_before(result: oms.PullResult, end: int) -> RecordFrames | oms.MessageColumns:
+    """A pull's rows below offset ``end`` (the pull may run past the task's range)."""
+    import oms
+
+    if result.frames is not None:
+        return result.frames.before(end)
+    cols = result.columns or oms.MessageColumns()
+    if cols.queue_offsets and cols.queue_offsets[-1] >= end:
+        cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < end])
+    return cols
 
 
 class _Pulls:

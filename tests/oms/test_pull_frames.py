@@ -79,7 +79,10 @@ def test_frames_give_what_decode_columns_gives(properties: bool) -> None:
     assert arrow.bodies[2].as_py() == b"z" * 100 and arrow.bodies[7].as_py() == b"x" * 5000
     assert arrow.bodies.type == pa.binary() and arrow.message_ids.type == pa.string()
     if properties:
-        assert arrow.properties is not None and arrow.properties[5] == {"XUNIQ_KEY": "not-it", "cit\u00e9": "\u00e9t\u00e9 \u2603"}
+        assert arrow.properties is not None and arrow.properties[5] == {
+            "XUNIQ_KEY": "not-it",
+            "cit\u00e9": "\u00e9t\u00e9 \u2603",
+        }
 
 
 def test_several_pulls_make_one_set_of_columns() -> None:

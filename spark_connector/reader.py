@@ -13,7 +13,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     import oms
+    from oms.consumer import PendingPull
     from oms.consumer.frames import RecordFrames
 
 log = logging.getLogger("spark_connector")
@@ -152,6 +152,7 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     pulls go into one record batch: Spark's Arrow hand-over costs per batch as well as per row.
     """
     import oms
+    from oms.consumer import PullShape
 
     if part.end <= part.start:
         return
@@ -161,18 +162,19 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     stride = min(options.pull_batch_size, MAX_PULL_BATCH_SIZE)  # the broker never answers more per pull
 
     arrow = options.decoding is Decoding.ARROW
-    pull_one = consumer.pull_frames if arrow else consumer.pull_columns
-    extra = {} if arrow else {"properties": options.include_properties}
+    shape = PullShape.FRAMES if arrow else PullShape.COLUMNS
 
-    def pull(at: int, wait_s: float) -> oms.PullResult:
-        return pull_one(
+    def pull(at: int, wait_s: float) -> PendingPull:
+        """A pull started on the client's loop (no thread per outstanding pull)."""
+        return consumer.start_pull(
             queue,
             at,
             min(stride, part.end - at),
             wait_s,
+            shape=shape,
             expression=options.expression,
             expression_type=options.expression_type,
-            **extra,
+            properties=options.include_properties and not arrow,
         )
 
     def batch(chunks: list[Any]) -> pa.RecordBatch:
@@ -187,47 +189,46 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     offset, waited = part.start, False
     chunks: list[Any] = []  # the pulls' frames (or columns) since the last record batch
     buffered = 0
-    with ThreadPoolExecutor(options.pulls_in_flight, thread_name_prefix="rocketmq-pull") as pool:
-        pulls = _Pulls(pull, pool, stride, options.pulls_in_flight, part.end)
-        try:
-            while offset < part.end:
-                if waited:  # planned from the broker's max offset; give a lagging answer one long poll
-                    pulls.drop()
-                    result = pull(offset, options.pull_timeout_ms / 1000)
-                else:
-                    result = pulls.take(offset)
-                if result.status is oms.PullStatus.OFFSET_ILLEGAL:
-                    if offset < result.min_offset:
-                        _lost(options, part, offset, min(result.min_offset, part.end))
-                        offset = result.min_offset
-                        continue
-                    _lost(options, part, offset, part.end)  # the queue ends before the range does: truncated
-                    break
-                if result.min_offset > offset:
+    pulls = _Pulls(pull, stride, options.pulls_in_flight, part.end)
+    try:
+        while offset < part.end:
+            if waited:  # planned from the broker's max offset; give a lagging answer one long poll
+                pulls.drop()
+                result = pull(offset, options.pull_timeout_ms / 1000).result()
+            else:
+                result = pulls.take(offset)
+            if result.status is oms.PullStatus.OFFSET_ILLEGAL:
+                if offset < result.min_offset:
                     _lost(options, part, offset, min(result.min_offset, part.end))
-                if result.status is oms.PullStatus.NO_NEW_MSG:
-                    if not waited:
-                        waited = True
-                        continue
-                    _lost(options, part, offset, part.end)
-                    break
-                waited = False
-                if result.next_offset <= offset:
-                    raise RocketMQConnectorError(
-                        ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
-                    )
-                cols = _rows_before(result, part.end)
-                if len(cols):
-                    chunks.append(cols)
-                    buffered += len(cols)
-                if buffered >= options.record_batch_size:
-                    yield batch(chunks)
-                    chunks, buffered = [], 0
-                offset = result.next_offset
-            if chunks:
+                    offset = result.min_offset
+                    continue
+                _lost(options, part, offset, part.end)  # the queue ends before the range does: truncated
+                break
+            if result.min_offset > offset:
+                _lost(options, part, offset, min(result.min_offset, part.end))
+            if result.status is oms.PullStatus.NO_NEW_MSG:
+                if not waited:
+                    waited = True
+                    continue
+                _lost(options, part, offset, part.end)
+                break
+            waited = False
+            if result.next_offset <= offset:
+                raise RocketMQConnectorError(
+                    ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
+                )
+            cols = _rows_before(result, part.end)
+            if len(cols):
+                chunks.append(cols)
+                buffered += len(cols)
+            if buffered >= options.record_batch_size:
                 yield batch(chunks)
-        finally:
-            pulls.drop()
+                chunks, buffered = [], 0
+            offset = result.next_offset
+        if chunks:
+            yield batch(chunks)
+    finally:
+        pulls.drop()
 
 
 def _rows_before(result: oms.PullResult, end: int) -> RecordFrames | oms.MessageColumns:
@@ -247,35 +248,27 @@ class _Pulls:
     end (``start + k * stride``). A pull that ends elsewhere (a filter that skipped, a byte limit that cut it short,
     a lost range) makes the plan wrong: what is outstanding is dropped and pulling starts again from where it is."""
 
-    def __init__(
-        self,
-        pull: Callable[[int, float], oms.PullResult],
-        pool: ThreadPoolExecutor,
-        stride: int,
-        depth: int,
-        end: int,
-    ) -> None:
+    def __init__(self, pull: Callable[[int, float], PendingPull], stride: int, depth: int, end: int) -> None:
         self._pull = pull
-        self._pool = pool
         self._stride = stride
         self._depth = depth
         self._end = end
-        self._ahead: deque[tuple[int, Future[oms.PullResult]]] = deque()
+        self._ahead: deque[tuple[int, PendingPull]] = deque()
 
     def take(self, offset: int) -> oms.PullResult:
         """The pull from ``offset`` (no waiting at the queue's end), with the next ones asked for."""
         if self._ahead and self._ahead[0][0] != offset:
             self.drop()
         if not self._ahead:
-            self._ahead.append((offset, self._pool.submit(self._pull, offset, 0.0)))
+            self._ahead.append((offset, self._pull(offset, 0.0)))
         at = self._ahead[-1][0] + self._stride
         while len(self._ahead) < self._depth and at < self._end:
-            self._ahead.append((at, self._pool.submit(self._pull, at, 0.0)))
+            self._ahead.append((at, self._pull(at, 0.0)))
             at += self._stride
         return self._ahead.popleft()[1].result()
 
     def drop(self) -> None:
-        """Forget what is outstanding (a pull already running finishes; nobody reads its answer)."""
+        """Forget what is outstanding (a pull already sent finishes on the loop; nobody reads its answer)."""
         while self._ahead:
             self._ahead.popleft()[1].cancel()
 

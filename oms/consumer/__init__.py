@@ -13,7 +13,7 @@ from oms.consumer.listener import (
     ConsumeContext,
     ConsumeOrderlyStatus,
 )
-from oms.consumer.pull import PullConsumer, PullResult, PullStatus
+from oms.consumer.pull import PendingPull, PullConsumer, PullResult, PullShape, PullStatus
 from oms.consumer.push import PushConsumer
 from oms.consumer.selector import ExpressionType, MessageSelector
 
@@ -29,8 +29,10 @@ __all__ = [
     "MessageColumns",
     "MessageModel",
     "MessageSelector",
+    "PendingPull",
     "PullConsumer",
     "PullResult",
+    "PullShape",
     "PullStatus",
     "PushConsumer",
     "RecordFrames",

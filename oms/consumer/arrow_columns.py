@@ -9,6 +9,7 @@ only walks the frames (``locate_frames``); the values equal ``decode_columns``' 
 
 from __future__ import annotations
 
+import functools
 import sys
 from array import array
 from collections.abc import Sequence
@@ -57,6 +58,7 @@ def _arrow(values: array[int], kind: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
+@functools.lru_cache(maxsize=32)  # a reader asks the same few sizes again and again
 def _every(start: int, n: int) -> pa.Array:
     """Indices ``start, start + 5, ...``: segment ``start`` of each of ``n`` records."""
     return _arrow(array("q", range(start, SPANS_PER_RECORD * n, SPANS_PER_RECORD)), pa.int64())

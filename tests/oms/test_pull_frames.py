@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import oms
+from oms.consumer import PullShape
 from oms.consumer.arrow_columns import to_arrow
 from oms.consumer.columns import MessageColumns, decode_columns
 from oms.consumer.frames import RecordFrames, locate_frames
@@ -164,3 +165,24 @@ def test_pull_frames_equals_pull_columns_on_a_broker(producer: oms.Producer, pul
         assert illegal.status is oms.PullStatus.OFFSET_ILLEGAL and illegal.next_offset == latest
         assert illegal.frames is not None and not len(illegal)
     assert rows == 24
+
+
+@pytest.mark.timeout(60)
+def test_started_pulls_answer_as_the_blocking_ones(producer: oms.Producer, pull_consumer: Any) -> None:
+    topic = "OmsStartPull"
+    producer.send_batch([oms.BytesMessage(f"s{i}".encode(), topic, tags="T") for i in range(30)])
+    queue = next(q for q in pull_consumer.queues(topic) if pull_consumer.latest_offset(q) > 0)
+    latest = pull_consumer.latest_offset(queue)
+    pending = [pull_consumer.start_pull(queue, at, 10) for at in range(0, latest, 10)]
+    columns = pull_consumer.start_pull(queue, 0, 100, shape=PullShape.COLUMNS, properties=True)
+    dropped = pull_consumer.start_pull(queue, 0, 100)
+    dropped.cancel()
+    got = [p.result() for p in pending]
+    assert all(r.frames is not None for r in got)
+    assert [r.next_offset for r in got] == [min(at + 10, latest) for at in range(0, latest, 10)]
+    whole = pull_consumer.pull_columns(queue, 0, 100, properties=True)
+    decoded = [r.frames.decoded(True) for r in got if r.frames is not None]
+    assert [m for c in decoded for m in c.message_ids] == whole.columns.message_ids
+    assert columns.result().columns == whole.columns
+    with pytest.raises(oms.OMSIllegalStateException):
+        dropped.result()

@@ -114,10 +114,11 @@ class _Properties:
         rows = self.row_of.filter(hit)
         if not len(rows):  # no record has it (tags and keys are often unused)
             return pa.nulls(self.rows, self.items.type)
-        values = pc.utf8_slice_codeunits(self.items.filter(hit), len(needle))  # the name is ASCII: chars = bytes
-        if len(rows) > 1 and pc.count_distinct(rows).as_py() < len(rows):  # a name given twice: the first counts
-            first = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))
-            keep = pa.concat_arrays([pa.array([True]), first])
+        # each hit starts with the needle: dropping its first occurrence leaves the value (faster than a slice)
+        values = pc.replace_substring(self.items.filter(hit), needle, "", max_replacements=1)
+        later = pc.not_equal(rows.slice(1), rows.slice(0, len(rows) - 1))  # rows ascend: a repeat follows its first
+        if len(rows) > 1 and not pc.all(later).as_py():  # a name given twice: the first counts
+            keep = pa.concat_arrays([pa.array([True]), later])
             rows, values = rows.filter(keep), values.filter(keep)
         if len(rows) != self.rows:  # rows without the property: nulls there
             found = pc.is_in(pa.array(range(self.rows), rows.type), value_set=rows)

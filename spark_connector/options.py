@@ -43,6 +43,7 @@ READ_OPTIONS = (
     "pullTimeoutMs",
     "pullsInFlight",
     "recordBatchSize",
+    "pullDecoding",
 )
 WRITE_OPTIONS = (
     *CONNECTION_OPTIONS,
@@ -69,6 +70,15 @@ MAX_PULLS_IN_FLIGHT = 16  # one thread each in the task
 DEFAULT_RECORD_BATCH_SIZE = 8192
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class Decoding(Enum):
+    """How a task turns pulled records into Arrow: from the payload's bytes (``arrow``: ``PullConsumer.pull_frames``
+    and ``oms.consumer.arrow_columns``, no Python object per value) or through ``pull_columns``' Python lists
+    (``columns``, the reader before issue 16's second round; kept for comparison)."""
+
+    ARROW = "arrow"
+    COLUMNS = "columns"
 
 
 class TopicMode(Enum):
@@ -122,6 +132,7 @@ class ReadOptions:
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT
     record_batch_size: int = DEFAULT_RECORD_BATCH_SIZE
+    decoding: Decoding = Decoding.ARROW
 
     @property
     def consumer_group(self) -> str:
@@ -327,6 +338,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
     pulls_in_flight = opts.number("pullsInFlight", DEFAULT_PULLS_IN_FLIGHT) or 1
     if pulls_in_flight > MAX_PULLS_IN_FLIGHT:
         raise option_error("pullsInFlight", f"{pulls_in_flight} exceeds {MAX_PULLS_IN_FLIGHT}")
+    decoding_raw = (opts.text("pullDecoding") or Decoding.ARROW.value).strip().lower()
+    decodings = {d.value: d for d in Decoding}
+    if decoding_raw not in decodings:
+        raise option_error("pullDecoding", f"{decoding_raw!r} is not one of {', '.join(decodings)}")
     group = opts.text("group")
     if group is not None and not re.fullmatch(r"[%|a-zA-Z0-9_-]{1,255}", group):
         raise option_error("group", f"{group!r} is not a consumer group name (letters, digits, _ - % |, at most 255)")
@@ -353,6 +368,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool | None) ->
         pull_timeout_ms=opts.number("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, minimum=0) or 0,
         pulls_in_flight=pulls_in_flight,
         record_batch_size=opts.number("recordBatchSize", DEFAULT_RECORD_BATCH_SIZE) or 1,
+        decoding=decodings[decoding_raw],
     )
     _check_named_topics(result)
     return result

@@ -1,7 +1,8 @@
 """Batch and streaming readers: queues and offset ranges planned on the driver, ranges pulled on executors.
 
 One input partition per queue (ranges above ``maxOffsetsPerPartition``, or fewer than ``minPartitions``, are split);
-``read`` pulls its range with ``PullConsumer.pull_columns`` and yields Arrow record batches.
+``read`` pulls its range with ``PullConsumer.pull_frames`` and yields Arrow record batches built from the pulled
+payloads (``oms.consumer.arrow_columns``), or with ``pull_columns`` under ``pullDecoding=columns``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +34,15 @@ from spark_connector.offsets import (
     to_json_dict,
     total_between,
 )
-from spark_connector.options import Position, ReadOptions, TopicMode
-from spark_connector.schema import arrow_schema, concat_columns, to_record_batch
+from spark_connector.options import Decoding, Position, ReadOptions, TopicMode
+from spark_connector.schema import arrow_record_batch, arrow_schema, concat_columns, to_record_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     import oms
+    from oms.consumer import PendingPull
+    from oms.consumer.frames import RecordFrames
 
 log = logging.getLogger("spark_connector")
 
@@ -150,6 +152,7 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     pulls go into one record batch: Spark's Arrow hand-over costs per batch as well as per row.
     """
     import oms
+    from oms.consumer import PullShape
 
     if part.end <= part.start:
         return
@@ -158,67 +161,86 @@ def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> It
     target = arrow_schema(schema)
     stride = min(options.pull_batch_size, MAX_PULL_BATCH_SIZE)  # the broker never answers more per pull
 
-    def pull(at: int, wait_s: float) -> oms.PullResult:
-        return consumer.pull_columns(
+    arrow = options.decoding is Decoding.ARROW
+    shape = PullShape.FRAMES if arrow else PullShape.COLUMNS
+
+    def pull(at: int, wait_s: float) -> PendingPull:
+        """A pull started on the client's loop (no thread per outstanding pull)."""
+        return consumer.start_pull(
             queue,
             at,
             min(stride, part.end - at),
             wait_s,
+            shape=shape,
             expression=options.expression,
             expression_type=options.expression_type,
-            properties=options.include_properties,
+            properties=options.include_properties and not arrow,
         )
 
-    def batch(chunks: list[oms.MessageColumns]) -> pa.RecordBatch:
-        cols = concat_columns(chunks)
-        return to_record_batch(cols, part.topic, part.broker_name, part.queue_id, target, options.include_properties)
+    def batch(chunks: list[Any]) -> pa.RecordBatch:
+        where = (part.topic, part.broker_name, part.queue_id)
+        if arrow:
+            from oms.consumer.arrow_columns import to_arrow
+
+            cols = to_arrow(chunks, options.include_properties)
+            return arrow_record_batch(cols, *where, target, options.include_properties)
+        return to_record_batch(concat_columns(chunks), *where, target, options.include_properties)
 
     offset, waited = part.start, False
-    chunks: list[oms.MessageColumns] = []
+    chunks: list[Any] = []  # the pulls' frames (or columns) since the last record batch
     buffered = 0
-    with ThreadPoolExecutor(options.pulls_in_flight, thread_name_prefix="rocketmq-pull") as pool:
-        pulls = _Pulls(pull, pool, stride, options.pulls_in_flight, part.end)
-        try:
-            while offset < part.end:
-                if waited:  # planned from the broker's max offset; give a lagging answer one long poll
-                    pulls.drop()
-                    result = pull(offset, options.pull_timeout_ms / 1000)
-                else:
-                    result = pulls.take(offset)
-                if result.status is oms.PullStatus.OFFSET_ILLEGAL:
-                    if offset < result.min_offset:
-                        _lost(options, part, offset, min(result.min_offset, part.end))
-                        offset = result.min_offset
-                        continue
-                    _lost(options, part, offset, part.end)  # the queue ends before the range does: truncated
-                    break
-                if result.min_offset > offset:
+    pulls = _Pulls(pull, stride, options.pulls_in_flight, part.end)
+    try:
+        while offset < part.end:
+            if waited:  # planned from the broker's max offset; give a lagging answer one long poll
+                pulls.drop()
+                result = pull(offset, options.pull_timeout_ms / 1000).result()
+            else:
+                result = pulls.take(offset)
+            if result.status is oms.PullStatus.OFFSET_ILLEGAL:
+                if offset < result.min_offset:
                     _lost(options, part, offset, min(result.min_offset, part.end))
-                if result.status is oms.PullStatus.NO_NEW_MSG:
-                    if not waited:
-                        waited = True
-                        continue
-                    _lost(options, part, offset, part.end)
-                    break
-                waited = False
-                if result.next_offset <= offset:
-                    raise RocketMQConnectorError(
-                        ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
-                    )
-                cols = result.columns or oms.MessageColumns()
-                if cols.queue_offsets and cols.queue_offsets[-1] >= part.end:  # the pull may run past this range
-                    cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < part.end])
-                if len(cols):
-                    chunks.append(cols)
-                    buffered += len(cols)
-                if buffered >= options.record_batch_size:
-                    yield batch(chunks)
-                    chunks, buffered = [], 0
-                offset = result.next_offset
-            if chunks:
+                    offset = result.min_offset
+                    continue
+                _lost(options, part, offset, part.end)  # the queue ends before the range does: truncated
+                break
+            if result.min_offset > offset:
+                _lost(options, part, offset, min(result.min_offset, part.end))
+            if result.status is oms.PullStatus.NO_NEW_MSG:
+                if not waited:
+                    waited = True
+                    continue
+                _lost(options, part, offset, part.end)
+                break
+            waited = False
+            if result.next_offset <= offset:
+                raise RocketMQConnectorError(
+                    ConnectorErrorCode.DATA_LOSS, f"{queue}: the broker did not move past offset {offset}", None
+                )
+            cols = _rows_before(result, part.end)
+            if len(cols):
+                chunks.append(cols)
+                buffered += len(cols)
+            if buffered >= options.record_batch_size:
                 yield batch(chunks)
-        finally:
-            pulls.drop()
+                chunks, buffered = [], 0
+            offset = result.next_offset
+        if chunks:
+            yield batch(chunks)
+    finally:
+        pulls.drop()
+
+
+def _rows_before(result: oms.PullResult, end: int) -> RecordFrames | oms.MessageColumns:
+    """A pull's rows below offset ``end`` (the pull may run past the task's range)."""
+    import oms
+
+    if result.frames is not None:
+        return result.frames.before(end)
+    cols = result.columns or oms.MessageColumns()
+    if cols.queue_offsets and cols.queue_offsets[-1] >= end:
+        cols = cols.take([i for i, at in enumerate(cols.queue_offsets) if at < end])
+    return cols
 
 
 class _Pulls:
@@ -226,35 +248,27 @@ class _Pulls:
     end (``start + k * stride``). A pull that ends elsewhere (a filter that skipped, a byte limit that cut it short,
     a lost range) makes the plan wrong: what is outstanding is dropped and pulling starts again from where it is."""
 
-    def __init__(
-        self,
-        pull: Callable[[int, float], oms.PullResult],
-        pool: ThreadPoolExecutor,
-        stride: int,
-        depth: int,
-        end: int,
-    ) -> None:
+    def __init__(self, pull: Callable[[int, float], PendingPull], stride: int, depth: int, end: int) -> None:
         self._pull = pull
-        self._pool = pool
         self._stride = stride
         self._depth = depth
         self._end = end
-        self._ahead: deque[tuple[int, Future[oms.PullResult]]] = deque()
+        self._ahead: deque[tuple[int, PendingPull]] = deque()
 
     def take(self, offset: int) -> oms.PullResult:
         """The pull from ``offset`` (no waiting at the queue's end), with the next ones asked for."""
         if self._ahead and self._ahead[0][0] != offset:
             self.drop()
         if not self._ahead:
-            self._ahead.append((offset, self._pool.submit(self._pull, offset, 0.0)))
+            self._ahead.append((offset, self._pull(offset, 0.0)))
         at = self._ahead[-1][0] + self._stride
         while len(self._ahead) < self._depth and at < self._end:
-            self._ahead.append((at, self._pool.submit(self._pull, at, 0.0)))
+            self._ahead.append((at, self._pull(at, 0.0)))
             at += self._stride
         return self._ahead.popleft()[1].result()
 
     def drop(self) -> None:
-        """Forget what is outstanding (a pull already running finishes; nobody reads its answer)."""
+        """Forget what is outstanding (a pull already sent finishes on the loop; nobody reads its answer)."""
         while self._ahead:
             self._ahead.popleft()[1].cancel()
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     import oms
+    from oms.consumer.arrow_columns import ArrowColumns
 
 BASE_FIELDS = (
     StructField("topic", StringType(), False),
@@ -111,6 +112,42 @@ def to_record_batch(
         millis(cols.born_timestamps, "bornTimestamp"),
         millis(cols.store_timestamps, "storeTimestamp"),
         pa.array(cols.reconsume_times, pa.int32()),
+    ]
+    if include_properties:
+        props = cols.properties or [{} for _ in range(n)]
+        columns.append(pa.array([list(p.items()) for p in props], schema.field("properties").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def arrow_record_batch(
+    cols: ArrowColumns,
+    topic: str,
+    broker_name: str,
+    queue_id: int,
+    schema: pa.Schema,
+    include_properties: bool,
+) -> pa.RecordBatch:
+    """``to_record_batch`` for columns that are Arrow arrays already (``oms.consumer.arrow_columns``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(cols)
+
+    def micros(values: pa.Array, name: str) -> pa.Array:
+        return pc.multiply(values, 1000).cast(schema.field(name).type)
+
+    columns: list[pa.Array] = [
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(broker_name, pa.string()), n),
+        pa.repeat(pa.scalar(queue_id, pa.int32()), n),
+        cols.queue_offsets,
+        cols.message_ids,
+        cols.tags,
+        cols.keys,
+        cols.bodies,
+        micros(cols.born_timestamps, "bornTimestamp"),
+        micros(cols.store_timestamps, "storeTimestamp"),
+        cols.reconsume_times,
     ]
     if include_properties:
         props = cols.properties or [{} for _ in range(n)]

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from oms.consumer.columns import MessageColumns
 from oms.consumer.config import ConsumeFromWhere, ConsumeMode, ConsumerConfig, ConsumerKeys, MessageModel
+from oms.consumer.frames import RecordFrames
 from oms.consumer.listener import (
     ConsumeConcurrentlyStatus,
     ConsumeContext,
     ConsumeOrderlyStatus,
 )
-from oms.consumer.pull import PullConsumer, PullResult, PullStatus
+from oms.consumer.pull import PendingPull, PullConsumer, PullResult, PullShape, PullStatus
 from oms.consumer.push import PushConsumer
 from oms.consumer.selector import ExpressionType, MessageSelector
 
@@ -28,8 +29,11 @@ __all__ = [
     "MessageColumns",
     "MessageModel",
     "MessageSelector",
+    "PendingPull",
     "PullConsumer",
     "PullResult",
+    "PullShape",
     "PullStatus",
     "PushConsumer",
+    "RecordFrames",
 ]

@@ -14,7 +14,7 @@ from rocketmq.grpc_protocol import definition_pb2
 from oms.client.endpoints import Endpoint
 from oms.consumer.calls import code_name
 from oms.consumer.config import MAX_RECEIVE_BATCH
-from oms.consumer.pull_base import PullConsumerBase, PullResult, timestamp_ms
+from oms.consumer.pull_base import PullConsumerBase, PullResult, PullShape, timestamp_ms
 from oms.consumer.selector import MessageSelector
 from oms.errors import OMSException, exception_for
 from oms.keys import BuiltinKeys
@@ -138,7 +138,24 @@ class AsyncPullConsumer:
     ) -> PullResult:
         c = self.consumer
         coro = c._pull_async(
-            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, True, properties
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, PullShape.COLUMNS, properties
+        )
+        return await self._await(coro, timeout + c.config.timeout_s)
+
+    async def pull_frames(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int = 32,
+        timeout: float = 0.0,
+        *,
+        expression: str | MessageSelector | None = None,
+        expression_type: str | None = None,
+        max_bytes: int = 0,
+    ) -> PullResult:
+        c = self.consumer
+        coro = c._pull_async(
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, PullShape.FRAMES
         )
         return await self._await(coro, timeout + c.config.timeout_s)
 

@@ -55,13 +55,25 @@ def _value(props: str, needle: str) -> str | None:
     return props[start:stop] if stop >= 0 else props[start:]
 
 
-def _normalised_keys(raw: str | None) -> str | None:
+def normalised_keys(raw: str | None) -> str | None:
+    """A record's stored ``KEYS`` value as the ``keys`` column holds it (space-separated, duplicates dropped)."""
     if not raw:
         return None
     if mc.KEY_SEPARATOR not in raw:
         return raw
     keys = dict.fromkeys(k for k in raw.split(mc.KEY_SEPARATOR) if k)
     return mc.KEY_SEPARATOR.join(keys) or None
+
+
+def user_properties(props: str) -> dict[str, str]:
+    """The user properties of a record's decoded property string (the broker's own are hidden, as on delivery)."""
+    pairs = (item.partition(NAME_VALUE_SEPARATOR) for item in props.split(PROPERTY_SEPARATOR) if item)
+    return {k: v for k, _, v in pairs if k and k not in HIDDEN_PROPERTIES}
+
+
+def tag_of(raw_props: bytes) -> str | None:
+    """A record's tag from its raw properties, as ``decode_columns`` gives it."""
+    return _value(PROPERTY_SEPARATOR + raw_props.decode("utf-8"), _TAGS) or None
 
 
 def decode_columns(raw: bytes, properties: bool = False) -> MessageColumns:
@@ -76,12 +88,11 @@ def decode_columns(raw: bytes, properties: bool = False) -> MessageColumns:
         offsets.append(h[5])
         ids.append(_value(props, _UNIQ_KEY) or str(h[6]))
         tags.append(_value(props, _TAGS) or None)
-        keys.append(_normalised_keys(_value(props, _KEYS)))
+        keys.append(normalised_keys(_value(props, _KEYS)))
         bodies.append(stored_body(packed) if h[7] & COMPRESSED_FLAG else packed[2])
         born.append(h[8])
         stored.append(h[11])
         reconsumed.append(h[14])
         if user is not None:
-            pairs = (item.partition(NAME_VALUE_SEPARATOR) for item in props.split(PROPERTY_SEPARATOR) if item)
-            user.append({k: v for k, _, v in pairs if k and k not in HIDDEN_PROPERTIES})
+            user.append(user_properties(props))
     return cols

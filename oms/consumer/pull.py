@@ -7,6 +7,7 @@ The state and the loop-side calls are in ``pull_base.py``, shared with the async
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -16,14 +17,39 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from oms.consumer.aio import AsyncPullConsumer
 from oms.consumer.config import MAX_RECEIVE_BATCH
-from oms.consumer.pull_base import PullConsumerBase, PullResult, PullStatus, timestamp_ms
+from oms.consumer.pull_base import PullConsumerBase, PullResult, PullShape, PullStatus, timestamp_ms
 from oms.consumer.selector import MessageSelector
+from oms.errors import OMSIllegalStateException, OMSTimeOutException
 from oms.keys import BuiltinKeys
 from oms.keyvalue import KeyValue
+from oms.lifecycle import RUN_GUARD_S
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
+from orbitmq.errors import Code
 
-__all__ = ["PullConsumer", "PullResult", "PullStatus"]
+__all__ = ["PendingPull", "PullConsumer", "PullResult", "PullShape", "PullStatus"]
+
+
+class PendingPull:
+    """A pull started with ``PullConsumer.start_pull``, running on the client's loop: several can be outstanding
+    from one thread with no thread per pull (a reader pipelining its pulls). ``result()`` waits as ``pull`` does."""
+
+    def __init__(self, future: concurrent.futures.Future[PullResult], wait_s: float) -> None:
+        self._future = future
+        self._wait_s = wait_s
+
+    def result(self) -> PullResult:
+        try:
+            return self._future.result(self._wait_s)
+        except TimeoutError:
+            self._future.cancel()
+            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {self._wait_s:.3f}s") from None
+        except concurrent.futures.CancelledError:
+            raise OMSIllegalStateException("the pull consumer was shut down during the pull") from None
+
+    def cancel(self) -> None:
+        """Nobody will read the answer (a pull already sent still completes on the loop)."""
+        self._future.cancel()
 
 
 class PullConsumer(PullConsumerBase):
@@ -143,9 +169,47 @@ class PullConsumer(PullConsumerBase):
         """``pull`` for tabular readers: the result's ``columns`` (``MessageColumns``, one list per field) instead
         of message objects, several times cheaper per message; user properties only when ``properties``."""
         coro = self._pull_async(
-            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, True, properties
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, PullShape.COLUMNS, properties
         )
         return self._run(coro, timeout + self.config.timeout_s)
+
+    def pull_frames(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int = 32,
+        timeout: float = 0.0,
+        *,
+        expression: str | MessageSelector | None = None,
+        expression_type: str | None = None,
+        max_bytes: int = 0,
+    ) -> PullResult:
+        """``pull`` for readers that build columns from the payload's bytes: the result's ``frames``
+        (``RecordFrames``: the records located in the ``PullBatch`` payload, nothing decoded), e.g. for
+        ``oms.consumer.arrow_columns.to_arrow``. ``frames.decoded()`` equals ``pull_columns``' columns."""
+        coro = self._pull_async(
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, PullShape.FRAMES
+        )
+        return self._run(coro, timeout + self.config.timeout_s)
+
+    def start_pull(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        max_messages: int = 32,
+        timeout: float = 0.0,
+        *,
+        shape: PullShape = PullShape.FRAMES,
+        expression: str | MessageSelector | None = None,
+        expression_type: str | None = None,
+        max_bytes: int = 0,
+        properties: bool = False,
+    ) -> PendingPull:
+        """``pull_frames`` (or, by ``shape``, ``pull_columns``/``pull``) started without waiting for it."""
+        coro = self._pull_async(
+            queue, offset, max_messages, timeout, expression, expression_type, max_bytes, shape, properties
+        )
+        return PendingPull(self._submit(coro), timeout + self.config.timeout_s + RUN_GUARD_S)
 
     def commit(self, queue: MessageQueue, offset: int) -> None:
         """Commit ``offset`` (the next one to consume) for the group on ``queue`` (v2 UpdateOffset)."""

@@ -21,8 +21,9 @@ from oms.client.core import ClientCore
 from oms.client.endpoints import Endpoint
 from oms.consumer.base import ConsumerBase
 from oms.consumer.calls import PullBatchError, QueueRef, Receipt, code_name
-from oms.consumer.columns import MessageColumns, decode_columns
+from oms.consumer.columns import MessageColumns, decode_columns, tag_of
 from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.frames import RecordFrames, locate_frames
 from oms.consumer.records import decode_records
 from oms.consumer.selector import MessageSelector
 from oms.context import ClientContext
@@ -45,10 +46,19 @@ class PullStatus(Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
+class PullShape(Enum):
+    """What a pull decodes its records into: ``PullResult.messages``, ``.columns`` or ``.frames``."""
+
+    MESSAGES = "messages"
+    COLUMNS = "columns"
+    FRAMES = "frames"
+
+
 @dataclass(frozen=True)
 class PullResult:
     """One pull: ``messages`` in queue order and ``next_offset`` to pull from next (also on OFFSET_ILLEGAL:
-    the nearest valid offset). A columnar pull (``pull_columns``) fills ``columns`` instead of ``messages``."""
+    the nearest valid offset). A columnar pull (``pull_columns``) fills ``columns`` instead of ``messages``, a
+    located one (``pull_frames``) ``frames``."""
 
     status: PullStatus
     queue: MessageQueue
@@ -57,17 +67,30 @@ class PullResult:
     max_offset: int
     messages: list[BytesMessage] = field(default_factory=list)
     columns: MessageColumns | None = None
+    frames: RecordFrames | None = None
 
     def __len__(self) -> int:
+        if self.frames is not None:
+            return len(self.frames)
         return len(self.columns) if self.columns is not None else len(self.messages)
 
     def __iter__(self) -> Iterator[BytesMessage]:
         return iter(self.messages)
 
 
-def _no_rows(columnar: bool) -> MessageColumns | None:
-    """A columnar pull's ``columns`` even when nothing came (so readers need no None check)."""
-    return MessageColumns() if columnar else None
+def _no_rows(
+    shape: PullShape, queue: MessageQueue, status: PullStatus, next_offset: int, low: int, high: int
+) -> PullResult:
+    """A pull with nothing in it, its ``columns``/``frames`` empty rather than None (readers need no None check)."""
+    return PullResult(
+        status,
+        queue,
+        next_offset,
+        low,
+        high,
+        columns=MessageColumns() if shape is PullShape.COLUMNS else None,
+        frames=RecordFrames() if shape is PullShape.FRAMES else None,
+    )
 
 
 @dataclass
@@ -239,14 +262,14 @@ class PullConsumerBase(ConsumerBase):
         expression: str | MessageSelector | None,
         expression_type: str | None,
         max_bytes: int,
-        columns: bool = False,
+        shape: PullShape = PullShape.MESSAGES,
         properties: bool = False,
     ) -> PullResult:
         if offset < 0 or max_messages <= 0 or timeout < 0:
             raise ValueError("offset and timeout must not be negative, max_messages must be positive")
         selector = MessageSelector.of(expression, expression_type) if expression is not None else None
         core = self._running_core()
-        return await self._pull(core, queue, offset, max_messages, timeout, selector, max_bytes, columns, properties)
+        return await self._pull(core, queue, offset, max_messages, timeout, selector, max_bytes, shape, properties)
 
     async def _pull(
         self,
@@ -257,7 +280,7 @@ class PullConsumerBase(ConsumerBase):
         timeout: float,
         selector: MessageSelector | None,
         max_bytes: int,
-        columns: bool = False,
+        shape: PullShape = PullShape.MESSAGES,
         properties: bool = False,
     ) -> PullResult:
         calls = self._running_calls()
@@ -271,13 +294,21 @@ class PullConsumerBase(ConsumerBase):
             low = await calls.query_offset(ref, policy.BEGINNING)
             high = await calls.query_offset(ref, policy.END)
             nearest = low if offset < low else high
-            return PullResult(PullStatus.OFFSET_ILLEGAL, queue, nearest, low, high, columns=_no_rows(columns))
+            return _no_rows(shape, queue, PullStatus.OFFSET_ILLEGAL, nearest, low, high)
         next_offset = int(response.next_offset)
         low, high = int(response.min_offset), int(response.max_offset)
         if response.status.code != Code.OK:
             status = PullStatus.NO_MATCHED_MSG if next_offset > offset else PullStatus.NO_NEW_MSG
-            return PullResult(status, queue, next_offset, low, high, columns=_no_rows(columns))
-        if columns:
+            return _no_rows(shape, queue, status, next_offset, low, high)
+        if shape is PullShape.FRAMES:
+            frames = locate_frames(response.records)
+            if selector is not None and selector.tags:  # the client-side tag recheck needs each record's tag
+                frames = frames.take(
+                    [i for i in range(len(frames)) if selector.accepts_tag(tag_of(frames.raw_properties(i)))]
+                )
+            status = PullStatus.FOUND if len(frames) else PullStatus.NO_MATCHED_MSG
+            return PullResult(status, queue, next_offset, low, high, frames=frames)
+        if shape is PullShape.COLUMNS:
             cols = decode_columns(response.records, properties)
             if selector is not None:
                 cols = cols.take([i for i, tag in enumerate(cols.tags) if selector.accepts_tag(tag)])

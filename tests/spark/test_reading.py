@@ -73,11 +73,32 @@ def test_a_range_past_the_queue_end_is_data_loss(spark_broker: BrokerHandle, one
     assert [o for b in rows for o in b] == list(range(ROWS - 20, ROWS)), "what exists is read before the loss"
 
 
+@pytest.mark.parametrize("properties", ["false", "true"])
+def test_both_decodings_hand_over_the_same_record_batches(
+    spark_broker: BrokerHandle, one_queue: str, properties: str
+) -> None:
+    def batches(decoding: str, **extra: str) -> list[object]:
+        options = parse_read_options(
+            {"endpoints": spark_broker.addr, "subscribe": TOPIC, "pullDecoding": decoding, "pullBatchSize": "16",
+             "recordBatchSize": "40", "includeProperties": properties, **extra},
+            streaming=False,
+        )  # fmt: skip
+        part = QueueRange(TOPIC, spark_broker.name, 0, 3, 250)
+        return list(read_range(options, source_schema(properties == "true"), part))
+
+    arrow, columns = batches("arrow"), batches("columns")
+    assert len(arrow) == len(columns) > 1 and all(a.equals(c) for a, c in zip(arrow, columns, strict=True))
+    assert sum(b.num_rows for b in arrow) == 247
+    tagged = batches("ARROW", subExpression="A")
+    assert tagged and all(a.equals(c) for a, c in zip(tagged, batches("columns", subExpression="A"), strict=True))
+
+
 def test_read_tuning_options_are_checked() -> None:
     for name, value in (
         ("pullsInFlight", "0"),
         ("pullsInFlight", str(MAX_PULLS_IN_FLIGHT + 1)),
         ("recordBatchSize", "x"),
+        ("pullDecoding", "fast"),
     ):
         with pytest.raises(RocketMQConnectorError, match=f"option '{name}'"):
             parse_read_options({"endpoints": "127.0.0.1:1", "subscribe": "t", name: value}, streaming=False)

@@ -50,10 +50,22 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     os.environ.update(worker_env())
+    from pyspark.errors import PySparkRuntimeError
+
     builder = SparkSession.builder.master("local[2]").appName("orbitmq-spark-tests")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    # The JVM is started by a fork of this process, which by now runs other libraries' threads (gRPC's pollers
+    # among them); once in a full run the child died before exec ("Java gateway process exited before sending
+    # its port number", nothing on its stderr). A second launch is a new fork.
+    for attempt in range(3):
+        try:
+            session = builder.getOrCreate()
+            break
+        except PySparkRuntimeError as exc:
+            if exc.getCondition() != "JAVA_GATEWAY_EXITED" or attempt == 2:
+                raise
+            print(f"Spark's Java gateway exited at launch (attempt {attempt + 1}); launching again", file=sys.stderr)
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session

@@ -92,31 +92,23 @@ def to_record_batch(
     schema: pa.Schema,
     include_properties: bool,
 ) -> pa.RecordBatch:
+    """``arrow_record_batch`` for columns decoded into Python lists (``pull_columns``)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    n = len(cols)
+    from oms.consumer.arrow_columns import ArrowColumns
 
-    def millis(values: list[int], name: str) -> pa.Array:
-        return pc.multiply(pa.array(values, pa.int64()), 1000).cast(schema.field(name).type)
-
-    columns: list[pa.Array] = [
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(broker_name, pa.string()), n),
-        pa.repeat(pa.scalar(queue_id, pa.int32()), n),
-        pa.array(cols.queue_offsets, pa.int64()),
-        pa.array(cols.message_ids, pa.string()),
-        pa.array(cols.tags, pa.string()),
-        pa.array(cols.keys, pa.string()),
-        pa.array(cols.bodies, pa.binary()),
-        millis(cols.born_timestamps, "bornTimestamp"),
-        millis(cols.store_timestamps, "storeTimestamp"),
-        pa.array(cols.reconsume_times, pa.int32()),
-    ]
-    if include_properties:
-        props = cols.properties or [{} for _ in range(n)]
-        columns.append(pa.array([list(p.items()) for p in props], schema.field("properties").type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    arrow = ArrowColumns(
+        queue_offsets=pa.array(cols.queue_offsets, pa.int64()),
+        message_ids=pa.array(cols.message_ids, pa.string()),
+        tags=pa.array(cols.tags, pa.string()),
+        keys=pa.array(cols.keys, pa.string()),
+        bodies=pa.array(cols.bodies, pa.binary()),
+        born_timestamps=pa.array(cols.born_timestamps, pa.int64()),
+        store_timestamps=pa.array(cols.store_timestamps, pa.int64()),
+        reconsume_times=pa.array(cols.reconsume_times, pa.int32()),
+        properties=cols.properties,
+    )
+    return arrow_record_batch(arrow, topic, broker_name, queue_id, schema, include_properties)
 
 
 def arrow_record_batch(
@@ -127,7 +119,7 @@ def arrow_record_batch(
     schema: pa.Schema,
     include_properties: bool,
 ) -> pa.RecordBatch:
-    """``to_record_batch`` for columns that are Arrow arrays already (``oms.consumer.arrow_columns``)."""
+    """One Arrow record batch of the connector's schema from one queue's columns (``oms.consumer.arrow_columns``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -64,6 +64,14 @@ def new_message_id() -> str:
     return f"{_id_prefix()}{seconds:08X}{next(_message_counter) & 0xFFFFFFFF:08X}"
 
 
+def new_message_ids(n: int) -> list[str]:
+    """``n`` ids as ``new_message_id`` makes them, the time and prefix formatted once."""
+    seconds = (int(time.time()) - _EPOCH_2021) & 0xFFFFFFFF
+    head = f"{_id_prefix()}{seconds:08X}"
+    counter = _message_counter
+    return [f"{head}{next(counter) & 0xFFFFFFFF:08X}" for _ in range(n)]
+
+
 def local_host(towards: tuple[str, int] | None = None) -> str:
     """The local IP used to reach ``towards`` (a connected UDP socket sends nothing); 127.0.0.1 if unknown."""
     if towards is not None:

@@ -26,7 +26,8 @@ from oms.keys import BuiltinKeys, NonStandardKeys, OMSBuiltinKeys
 from oms.keyvalue import KeyValue
 from oms.lifecycle import MessagingClient, callback_pool, stop_callback_pool
 from oms.message import BytesMessage
-from oms.producer.columns import plain_message_wires
+from oms.producer.columns import plain_message_runs
+from oms.producer.plain_run import PlainRun
 from oms.producer.result import SendResult, TransactionResolution
 from oms.producer.sender import Sender
 from oms.producer.transaction import Checker, answer_check, end_transaction_request, orphan_of
@@ -116,20 +117,27 @@ class ProducerBase(MessagingClient):
 
     # -- messages -----------------------------------------------------------------------------------------------
 
-    def _prepare_batch(self, batch: list[BytesMessage]) -> list[WireMessage]:
-        """``_prepare`` for every message of a batch; a refused one stops the batch before anything is sent.
+    def _plain_runs(self, batch: list[BytesMessage]) -> list[PlainRun] | None:
+        """Plain messages, with no hook watching sends, checked and encoded together (``plain_message_runs``:
+        the same checks and ids as ``_prepare``, a fraction of the per-message work); None for other batches."""
+        if self._namespace or self._hooks.observes_sends():
+            return None
+        return plain_message_runs(
+            batch,
+            born_host=self._born_host,
+            max_message_size=self.config.max_message_size,
+            compress_over=self.config.compress_msg_body_over_howmuch,
+        )
 
-        Plain messages, with no hook watching sends, are checked and converted together (``plain_message_wires``:
-        the same checks, an id each, a fraction of the per-message work)."""
-        if not self._namespace and not self._hooks.observes_sends():
-            plain = plain_message_wires(
-                batch,
-                born_host=self._born_host,
-                max_message_size=self.config.max_message_size,
-                compress_over=self.config.compress_msg_body_over_howmuch,
-            )
-            if plain is not None:
-                return plain
+    def _prepare_batch(self, batch: list[BytesMessage], runs: list[PlainRun] | None) -> list[WireMessage]:
+        """``_prepare`` for every message of a batch, in input order (the rows of ``runs`` if it was plain); a
+        refused one stops the batch before anything is sent."""
+        if runs is not None:
+            rows: list[WireMessage | None] = [None] * len(batch)
+            for run in runs:
+                for position, wire in zip(run.positions, run, strict=True):
+                    rows[position] = wire
+            return [w for w in rows if w is not None]
         wires: list[WireMessage] = []
         try:
             for m in batch:

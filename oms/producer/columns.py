@@ -1,30 +1,21 @@
-"""Column lists (bodies, tags, keys, properties) as plain wire messages for ``Producer.send_columns``.
+"""Plain rows for the batched produce path: ``send_columns``' column lists, ``send_batch``'s plain messages.
 
-Validation is the same as ``to_wire``'s, row by row, but no ``BytesMessage`` and no header map is built per row:
-the properties go straight into the ``Produce/SendBatch`` form, the v2 protobuf only if a broker needs it.
+Validation is the same as ``to_wire``'s, row by row, but no header map is built per row: the rows go straight
+into ``PlainRun`` requests (``Produce/SendBatch``'s form), the v2 protobuf only if a broker needs it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
-from rocketmq.grpc_protocol import definition_pb2
-
-from oms.client.identity import new_message_id
-from oms.convert import MAPPED_HEADERS, WireMessage, v2_message, validate_producer_body
+from oms.convert import MAPPED_HEADERS
 from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.message import BytesMessage
-from orbitmq import message_const as mc
+from oms.producer.plain_run import PlainRun, PlainRunBuilder
 from orbitmq.errors import Code, MQError
-from orbitmq.validation import (
-    validate_keys,
-    validate_properties_size,
-    validate_tag,
-    validate_topic,
-    validate_user_properties,
-)
+from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
+from orbitmq.validation import validate_tag
 
 Keys = str | Sequence[str] | None
 
@@ -37,85 +28,7 @@ def _key_list(keys: Keys) -> list[str]:
     return [k for k in keys if k]
 
 
-class _PlainRows:
-    """Validates and converts plain rows of one call: the checks ``to_wire`` makes, with each topic and tag
-    checked once per call (a batch mostly repeats them)."""
-
-    __slots__ = ("checked_tags", "checked_topics", "max_message_size", "v2")
-
-    def __init__(self, born_host: str, max_message_size: int) -> None:
-        self.max_message_size = max_message_size
-        self.v2 = _PlainV2(born_host, int(time.time() * 1000))
-        self.checked_topics: set[str] = set()
-        self.checked_tags: dict[str, int] = {}  # tag -> its UTF-8 size
-
-    def wire(
-        self,
-        source: BytesMessage | None,
-        topic: str,
-        body: bytes,
-        tag: str | None,
-        key_list: list[str],
-        user: Mapping[str, str] | None,
-    ) -> WireMessage:
-        if topic not in self.checked_topics:
-            validate_topic(topic)
-            self.checked_topics.add(topic)
-        validate_producer_body(body, self.max_message_size)
-        props: dict[str, str] = dict(user) if user else {}
-        size = validate_user_properties(props) if props else 0
-        if tag:
-            tag_size = self.checked_tags.get(tag)
-            if tag_size is None:
-                validate_tag(tag)
-                tag_size = self.checked_tags[tag] = len(tag.encode("utf-8"))
-            size += tag_size
-            props[mc.PROPERTY_TAGS] = tag
-        else:
-            tag = None
-        if key_list:
-            validate_keys(key_list)
-            size += sum(len(k.encode("utf-8")) for k in key_list)
-            props[mc.PROPERTY_KEYS] = mc.KEY_SEPARATOR.join(key_list)
-        validate_properties_size(size)
-        mid = new_message_id()
-        # the order of the broker's from_v2_message (user properties, tag, keys, id), as to_wire gives it
-        props[mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = mid
-        return WireMessage(source, topic, definition_pb2.NORMAL, body, mid, self.v2, props)
-
-
-class _PlainV2:
-    """Builds a plain row's v2 message from the wire message itself, only if a broker without
-    ``Produce/SendBatch`` needs it: one builder per call, not an object (and its cells) per row."""
-
-    __slots__ = ("born_host", "born_ms")
-
-    def __init__(self, born_host: str, born_ms: int) -> None:
-        self.born_host = born_host
-        self.born_ms = born_ms
-
-    def __call__(self, wire: WireMessage) -> definition_pb2.Message:
-        props = wire.batch_properties or {}
-        keys = props.get(mc.PROPERTY_KEYS)
-        return v2_message(
-            topic=wire.topic,
-            namespace="",
-            body=wire.body,
-            message_id=wire.message_id,
-            born_host=self.born_host,
-            message_type=definition_pb2.NORMAL,
-            encoding=definition_pb2.IDENTITY,
-            born_ms=self.born_ms,
-            tag=props.get(mc.PROPERTY_TAGS),
-            keys=keys.split(mc.KEY_SEPARATOR) if keys else [],
-            properties={k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES},
-        )
-
-
-_SYSTEM_PROPERTIES = frozenset({mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
-
-
-def plain_wires(
+def plain_column_runs(
     topic: str,
     bodies: Sequence[bytes],
     tags: Sequence[str | None] | None,
@@ -125,33 +38,22 @@ def plain_wires(
     born_host: str,
     max_message_size: int,
     compress_over: int,
-) -> list[WireMessage] | None:
-    """One plain (normal, uncompressed) wire message per row, or None when a row's body is over the compression
-    threshold (that call takes the message path). Raises ``OMSMessageFormatException`` naming the row."""
+) -> list[PlainRun] | None:
+    """The rows as plain (normal, uncompressed) runs of at most one request each, or None when a row's body is
+    over the compression threshold (that call takes the message path). Raises ``OMSMessageFormatException``
+    naming the row."""
     n = len(bodies)
     for name, column in (("tags", tags), ("keys", keys), ("properties", properties)):
         if column is not None and len(column) != n:
             raise ValueError(f"{name} has {len(column)} rows, bodies has {n}")
-    if compress_over > 0 and any(len(b) > compress_over for b in bodies):
-        return None
-    rows = _PlainRows(born_host, max_message_size)
-    wires: list[WireMessage] = []
-    row = 0
+    if not n or 0 < compress_over < max(map(len, bodies)):
+        return None if n else []
+    builder = _builder(born_host, max_message_size)
+    key_lists = [_key_list(k) for k in keys] if keys is not None else None
     try:
-        for row in range(n):
-            wires.append(
-                rows.wire(
-                    None,
-                    topic,
-                    bodies[row],
-                    tags[row] if tags is not None else None,
-                    _key_list(keys[row]) if keys is not None else [],
-                    properties[row] if properties is not None else None,
-                )
-            )
+        return builder.runs(topic, bodies, tags, key_lists, properties)
     except MQError as exc:
-        raise from_mq_error(MQError(exc.code, f"row {row}: {exc.message}")) from None
-    return wires
+        raise from_mq_error(MQError(exc.code, f"row {builder.failed_row}: {exc.message}")) from None
 
 
 # What a message may carry to be sent as a plain row: a topic, a tag, keys (an id it had is replaced, as to_wire
@@ -162,39 +64,68 @@ _PLAIN_SYS_HEADERS = frozenset(
 )
 
 
-def plain_message_wires(
+def plain_message_runs(
     messages: Sequence[BytesMessage], *, born_host: str, max_message_size: int, compress_over: int
-) -> list[WireMessage] | None:
-    """``to_wire`` for a batch of plain messages (see ``_PLAIN_SYS_HEADERS``) without its per-header work, or None
-    when one of them is not plain or needs compression (the batch then takes ``to_wire``, message by message).
+) -> list[PlainRun] | None:
+    """``to_wire`` for a batch of plain messages (see ``_PLAIN_SYS_HEADERS``) without its per-header work: runs
+    per topic (first-seen order; ``positions`` say where each row was), or None when one of them is not plain or
+    needs compression (the batch then takes ``to_wire``, message by message).
 
     Gives each message its id, as ``to_wire`` does; raises what ``to_wire`` raises."""
-    plain = _PLAIN_SYS_HEADERS
+    plain, mapped = _PLAIN_SYS_HEADERS, MAPPED_HEADERS
+    destination, tag_key, keys_key = BuiltinKeys.DESTINATION, NonStandardKeys.TAGS, BuiltinKeys.SEARCH_KEYS
+    topics: list[str | None] = []
+    bodies: list[bytes] = []
+    tags: list[str | None] = []
+    keys: list[list[str]] = []
+    users: list[Mapping[str, str] | None] = []
     for m in messages:
-        if not plain.issuperset(m.sys_headers()) or not MAPPED_HEADERS.isdisjoint(m.user_headers()):
+        sys_h, user = m.sys_headers().as_dict(), m.user_headers().as_dict()
+        body = m.body
+        if not plain.issuperset(sys_h) or not mapped.isdisjoint(user) or 0 < compress_over < len(body):
             return None
-        if 0 < compress_over < len(m.body):
-            return None
-    rows = _PlainRows(born_host, max_message_size)
-    wires: list[WireMessage] = []
+        topics.append(sys_h.get(destination))
+        bodies.append(body)
+        tags.append(sys_h.get(tag_key))
+        keys.append(m.keys if keys_key in sys_h else [])
+        users.append(user or None)
+    builder = _builder(born_host, max_message_size)
     try:
-        for m in messages:
-            sys_h = m.sys_headers()
-            topic = sys_h.get(BuiltinKeys.DESTINATION)
-            if not topic:
-                raise OMSMessageFormatException(
-                    Code.ILLEGAL_TOPIC, f"the message has no {BuiltinKeys.DESTINATION} (topic)"
-                )
-            tag = sys_h.get(NonStandardKeys.TAGS)
-            if tag == "":
-                validate_tag(tag)  # to_wire refuses a blank tag where a column leaves it out
-            keys = m.keys if BuiltinKeys.SEARCH_KEYS in sys_h else []
-            wire = rows.wire(m, topic, m.body, tag, keys, m.user_headers())
-            sys_h.set_trusted(BuiltinKeys.MESSAGE_ID, wire.message_id)
-            wires.append(wire)
+        if not all(topics):
+            raise OMSMessageFormatException(Code.ILLEGAL_TOPIC, f"the message has no {destination} (topic)")
+        if "" in tags:
+            validate_tag("")  # to_wire refuses a blank tag where a column leaves it out
+        first = topics[0]
+        assert first is not None
+        if topics.count(first) == len(topics):  # the usual batch: one topic, one pass
+            return builder.runs(first, bodies, tags, keys, users, messages)
+        by_topic: dict[str, list[int]] = {}
+        for position, topic in enumerate(topics):
+            assert topic is not None
+            by_topic.setdefault(topic, []).append(position)
+        runs: list[PlainRun] = []
+        for topic, positions in by_topic.items():
+            runs += builder.runs(
+                topic,
+                [bodies[i] for i in positions],
+                [tags[i] for i in positions],
+                [keys[i] for i in positions],
+                [users[i] for i in positions],
+                [messages[i] for i in positions],
+                positions,
+            )
     except MQError as exc:
         raise from_mq_error(exc) from None
-    return wires
+    return runs
+
+
+def _builder(born_host: str, max_message_size: int) -> PlainRunBuilder:
+    return PlainRunBuilder(
+        born_host=born_host,
+        max_message_size=max_message_size,
+        max_bytes=MAX_BATCH_SIZE,
+        max_count=MAX_SEND_BATCH_MESSAGES,
+    )
 
 
 def column_messages(
@@ -204,7 +135,7 @@ def column_messages(
     keys: Sequence[Keys] | None,
     properties: Sequence[Mapping[str, str] | None] | None,
 ) -> list[BytesMessage]:
-    """The rows as messages, for the calls ``plain_wires`` leaves to ``send_batch``."""
+    """The rows as messages, for the calls ``plain_column_runs`` leaves to ``send_batch``."""
     out = []
     for row, body in enumerate(bodies):
         user = properties[row] if properties is not None else None

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from oms.client.core import ClientCore
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage
 from oms.errors import (
@@ -26,10 +27,11 @@ from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.producer.aio import AsyncProducer
 from oms.producer.base import ProducerBase
-from oms.producer.columns import Keys, column_messages, plain_wires
+from oms.producer.columns import Keys, column_messages, plain_column_runs
+from oms.producer.plain_run import PlainRun
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
-from oms.producer.sender import check_pinnable, pin, split_batches
+from oms.producer.sender import check_pinnable, partition_pinned, pin, split_batches
 from oms.producer.transaction import Executor, TransactionalResult, is_executor, run_local_transaction
 from orbitmq.errors import Code
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
@@ -192,9 +194,14 @@ class Producer(ProducerBase):
         if not batch:
             return []
         timeout_s = self._timeout(attributes, timeout)
-        results: list[SendResult | None] = [None] * len(batch)
-        wires = self._prepare_batch(batch)
+        runs = self._plain_runs(batch)
+        if runs is not None and selector is None:
+            return self._send_runs(core, runs, len(batch), timeout_s)
+        wires = self._prepare_batch(batch, runs)
         pinned = self._pin_all(wires, selector, arg, timeout_s, batch) if selector is not None else None
+        if runs is not None and partition_pinned(pinned):  # stored plain in the chosen queue: the runs as encoded
+            return self._send_runs(core, runs, len(batch), timeout_s, pinned)
+        results: list[SendResult | None] = [None] * len(batch)
         chunks = split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES)
         try:
             for chunk in chunks:
@@ -209,6 +216,20 @@ class Producer(ProducerBase):
                 if results[i] is None:
                     self._hooks.after_send(m, None, exc)
             raise
+        return [r for r in results if r is not None]
+
+    def _send_runs(
+        self, core: ClientCore, runs: list[PlainRun], n: int, timeout_s: float, pinned: RouteQueue | None = None
+    ) -> list[SendResult]:
+        """One request per run, in order; results in the rows' input positions. No hook watches these sends."""
+        results: list[SendResult | None] = [None] * n
+        for run in runs:
+            deadline = time.monotonic() + timeout_s
+            sent, _ = self._run(self._sender.send(core, run, deadline, pinned, fast_batch=True), timeout_s)
+            if len(runs) == 1:
+                return sent  # one topic, one request: the rows in input order
+            for position, result in zip(run.positions, sent, strict=True):
+                results[position] = result
         return [r for r in results if r is not None]
 
     def send_columns(
@@ -232,9 +253,9 @@ class Producer(ProducerBase):
         if not bodies:
             return []
         timeout_s = self._timeout(None, timeout)
-        wires = None
+        runs = None
         if not self._namespace and not self._hooks.observes_sends():
-            wires = plain_wires(
+            runs = plain_column_runs(
                 topic,
                 bodies,
                 tags,
@@ -244,16 +265,9 @@ class Producer(ProducerBase):
                 max_message_size=self.config.max_message_size,
                 compress_over=self.config.compress_msg_body_over_howmuch,
             )
-        if wires is None:
+        if runs is None:
             return self.send_batch(column_messages(topic, bodies, tags, keys, properties), timeout=timeout)
-        results: list[SendResult] = []
-        for chunk in split_batches(wires, MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES):
-            deadline = time.monotonic() + timeout_s
-            sent, _ = self._run(
-                self._sender.send(core, [wires[i] for i in chunk], deadline, fast_batch=True), timeout_s
-            )
-            results.extend(sent)
-        return results
+        return self._send_runs(core, runs, len(bodies), timeout_s)
 
     # -- transactions -------------------------------------------------------------------------------------------
 

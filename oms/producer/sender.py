@@ -31,6 +31,7 @@ from oms.errors import (
     exception_for,
 )
 from oms.producer.fault import LatencyFaultTolerance
+from oms.producer.plain_run import PlainRun
 from oms.producer.result import STATUS_OF_CODE, SendResult
 from oms.producer.selector import QueueSelector, group_for_queue
 from oms.queue import ANY_QUEUE, MessageQueue
@@ -126,7 +127,7 @@ def candidates(route: TopicRoute, wires: Sequence[WireMessage]) -> tuple[RouteQu
     writable = route.writable()
     if not writable:
         raise OMSRuntimeException(Code.FORBIDDEN, f"topic {topic!r} has no writable queue")
-    types = {w.message_type for w in wires}
+    types = wires.message_types if isinstance(wires, PlainRun) else {w.message_type for w in wires}
     found = tuple(q for q in writable if all(q.accepts(t) for t in types))
     if not found:
         names = ", ".join(sorted(definition_pb2.MessageType.Name(t) for t in types))
@@ -180,6 +181,8 @@ def partition_pinned(pinned: RouteQueue | None) -> bool:
 def send_batch_request(wires: Sequence[WireMessage], queue_id: int = ANY_QUEUE) -> produce_pb2.SendBatchRequest | None:
     """``wires`` (one topic) as a ``Produce/SendBatch`` request to ``queue_id`` (the broker picks one by default),
     or None when one of them needs v2 SendMessage (delay, transaction, message group, compressed body, namespace)."""
+    if isinstance(wires, PlainRun):
+        return wires.request(queue_id)
     entries = []
     for w in wires:
         props = w.batch_properties
@@ -214,6 +217,8 @@ def send_batch_results(
     first = int(response.first_queue_offset)
     # the queue a selector chose; else ANY_QUEUE, as v2 SendMessage's results say (one topic: one queue object)
     where_stored = MessageQueue(wires[0].topic, queue.broker_name, queue.queue.queue_id if pinned else ANY_QUEUE)
+    if isinstance(wires, PlainRun):
+        return wires.results(where_stored, first, status)
     return [SendResult(wire.message_id, wire.topic, where_stored, first + i, status) for i, wire in enumerate(wires)]
 
 

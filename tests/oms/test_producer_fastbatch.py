@@ -4,6 +4,7 @@ results and what v2 SendMessage stores, refusals keep v2's codes, and batches Se
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,13 +14,17 @@ from rocketmq.grpc_protocol import definition_pb2
 
 import oms
 from oms.client.endpoints import Endpoint
+from oms.client.identity import new_message_id, new_message_ids
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage, to_wire
 from oms.producer.base import ProducerBase
-from oms.producer.columns import plain_message_wires, plain_wires
+from oms.producer.columns import plain_column_runs, plain_message_runs
+from oms.producer.plain_run import PlainRunBuilder
+from oms.producer.result import SendResult
 from oms.producer.sender import send_batch_request, send_batch_results
 from oms.queue import MessageQueue
-from orbitmq.errors import Code
+from orbitmq.errors import Code, MQError
+from orbitmq.message_batch import BatchEntry, decode_message_batch, encode_message_batch
 from orbitmq.proto import produce_pb2
 from tests.oms.helpers import create_topic, pull_all
 
@@ -227,7 +232,7 @@ def test_a_refused_send_batch_answer_raises_the_broker_code() -> None:
 
 
 def _plain_messages(topic: str, n: int, prefix: str) -> list[oms.BytesMessage]:
-    """Messages ``plain_message_wires`` takes: a topic, maybe a tag, keys, user headers passed on as properties."""
+    """Messages ``plain_message_runs`` takes: a topic, maybe a tag, keys, user headers passed on as properties."""
     return [
         oms.BytesMessage(
             f"{prefix}-{i}",
@@ -256,8 +261,11 @@ def test_plain_batches_convert_as_to_wire_converts() -> None:
     batch = _plain_messages("T", 12, "p")
     batch[0].sys_headers()["MESSAGE_ID"] = "an id it had"  # replaced, as to_wire replaces it
     twins = _plain_messages("T", 12, "p")
-    wires = plain_message_wires(batch, **limits)
-    assert wires is not None
+    runs = plain_message_runs(batch, **limits)
+    assert runs is not None and len(runs) == 1
+    wires = list(runs[0])
+    # the request carries exactly what the general encoder makes of the rows
+    assert runs[0].payload == encode_message_batch([BatchEntry(0, w.body, w.batch_properties or {}) for w in wires])
     assert [w.message_id for w in wires] == [m.message_id for m in batch]  # each message got its new id
     assert len({w.message_id for w in wires}) == 12 and "an id it had" not in {w.message_id for w in wires}
     for wire, twin in zip(wires, twins, strict=True):
@@ -266,8 +274,12 @@ def test_plain_batches_convert_as_to_wire_converts() -> None:
         assert _comparable(wire) == _comparable(to_wire(twin, **limits))
 
     # rows of send_columns with user properties too: the v2 message a broker without SendBatch would get
-    rows = plain_wires("T", [b"a", b"b"], ["t", None], [["k1", "k2"], None], [{"color": "red"}, None], **limits)
-    assert rows is not None
+    [run] = plain_column_runs(
+        "T", [b"a", b"b"], ["t", None], [["k1", "k2"], None], [{"color": "red"}, None], **limits
+    ) or [None]
+    assert run is not None
+    rows = list(run)
+    assert run.payload == encode_message_batch([BatchEntry(0, w.body, w.batch_properties or {}) for w in rows])
     twins = [
         oms.BytesMessage(b"a", "T", tags="t", keys=["k1", "k2"], user_headers={"color": "red"}),
         oms.BytesMessage(b"b", "T"),
@@ -286,7 +298,7 @@ def test_plain_batches_convert_as_to_wire_converts() -> None:
         oms.BytesMessage(b"z" * 5000, "T"),  # over the compression threshold
         oms.BytesMessage(b"x", "T", sys_headers={"PRIORITY": 1}),  # unsupported: to_wire says why
     ):
-        assert plain_message_wires([*_plain_messages("T", 3, "p"), other], **limits) is None
+        assert plain_message_runs([*_plain_messages("T", 3, "p"), other], **limits) is None
 
 
 @pytest.mark.parametrize(
@@ -308,7 +320,7 @@ def test_a_refused_plain_message_raises_what_to_wire_raises(message: oms.BytesMe
     with pytest.raises(oms.OMSException) as expected:
         to_wire(message, **limits)
     with pytest.raises(type(expected.value)) as got:
-        plain_message_wires([*_plain_messages("T", 2, "ok"), message], **limits)
+        plain_message_runs([*_plain_messages("T", 2, "ok"), message], **limits)
     assert str(got.value) == str(expected.value)
 
 
@@ -328,3 +340,61 @@ def test_plain_batches_store_what_v2_stores(shared_broker, fast_producer):
     for result, twin in zip(results, twins, strict=True):
         assert stored[result.message_id][1].system_properties.queue_offset == result.queue_offset
         assert _record(stored[result.message_id][1]) == _record(twin_stored[str(twin.message_id)][1])
+
+
+def test_plain_runs_are_cut_like_requests_and_keep_input_positions() -> None:
+    limits = {"born_host": "127.0.0.1", "max_message_size": 1 << 20, "compress_over": 0}
+    topics = ["A", "B", "A", "A", "B", "A"]
+    batch = [oms.BytesMessage(f"m{i}", t, tags="t" if i % 2 else None) for i, t in enumerate(topics)]
+    runs = plain_message_runs(batch, **limits)
+    assert runs is not None
+    assert [(r.topic, list(r.positions)) for r in runs] == [("A", [0, 2, 3, 5]), ("B", [1, 4])]
+    for run in runs:
+        assert run.ids == [batch[p].message_id for p in run.positions]  # each message got the id of its row
+        assert [w.body for w in run] == [batch[p].body for p in run.positions]
+        entries = decode_message_batch(run.payload, len(run), 1024)
+        assert [e.body for e in entries] == run.bodies
+        assert [e.properties["UNIQ_KEY"] for e in entries] == run.ids
+
+    # count and bytes: at most max_count rows and max_bytes of bodies per run; a larger row gets its own run
+    builder = PlainRunBuilder(born_host="h", max_message_size=1 << 20, max_bytes=10, max_count=3)
+    bodies = [b"1234", b"1234", b"12", b"1", b"12345678901", b"1", b"1", b"1", b"1"]
+    cut = builder.runs("T", bodies, None, None, None)
+    assert [r.bodies for r in cut] == [[b"1234", b"1234", b"12"], [b"1"], [b"12345678901"], [b"1", b"1", b"1"], [b"1"]]
+    assert [list(r.positions) for r in cut] == [[0, 1, 2], [3], [4], [5, 6, 7], [8]]
+    ids = [i for r in cut for i in r.ids]
+    assert ids == sorted(ids) and len(set(ids)) == len(bodies)  # ids in row order
+    request = cut[0].request(5)
+    assert (request.topic, request.queue_id, request.count, request.messages) == ("T", 5, 3, cut[0].payload)
+
+
+def test_a_refused_row_is_named_and_nothing_is_kept() -> None:
+    builder = PlainRunBuilder(born_host="h", max_message_size=8, max_bytes=1 << 20, max_count=1024)
+    with pytest.raises(MQError) as err:
+        builder.runs("T", [b"ok", b"ok", b"too long a body"], None, None, None, positions=[4, 7, 9])
+    assert err.value.code == Code.MESSAGE_BODY_TOO_LARGE and builder.failed_row == 9
+    assert "producer max_message_size" in err.value.message
+    with pytest.raises(MQError):
+        builder.runs("T", [b"a", b"b"], None, [[], ["bad\x01key"]], None)
+    assert builder.failed_row == 1
+
+
+def test_results_of_a_stored_run_equal_one_send_result_each() -> None:
+    queue = MessageQueue("T", "b1", -1)
+    made = SendResult.stored_run(["id1", "id2"], "T", queue, 41, oms.SendStatus.FLUSH_DISK_TIMEOUT)
+    expected = [
+        SendResult("id1", "T", queue, 41, oms.SendStatus.FLUSH_DISK_TIMEOUT),
+        SendResult("id2", "T", queue, 42, oms.SendStatus.FLUSH_DISK_TIMEOUT),
+    ]
+    assert made == expected and [hash(r) for r in made] == [hash(r) for r in expected]
+    assert [vars(r) for r in made] == [vars(r) for r in expected]  # every field, a new one too
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].queue_offset = 1  # type: ignore[misc]
+
+
+def test_message_ids_in_bulk_have_the_single_id_layout() -> None:
+    ids = new_message_ids(500)
+    one = new_message_id()
+    assert len(set(ids)) == 500 and one not in ids
+    assert all(len(i) == 34 and int(i, 16) >= 0 and i[:26] == one[:26] for i in ids)
+    assert [int(i[-8:], 16) for i in ids] == sorted(int(i[-8:], 16) for i in ids)  # counter order

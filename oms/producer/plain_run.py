@@ -1,0 +1,240 @@
+"""``PlainRun``: plain messages of one topic encoded once as a ``Produce/SendBatch`` payload, in one pass.
+
+The batched produce path (``send_batch`` of plain messages, ``send_columns``) builds the request here, ids and
+results in bulk; a row becomes a ``WireMessage`` only when a path needs one (v2 SendMessage, a selector).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import overload
+
+from rocketmq.grpc_protocol import definition_pb2
+
+from oms.client.identity import new_message_ids
+from oms.convert import WireMessage, v2_message, validate_producer_body
+from oms.keys import BuiltinKeys
+from oms.message import BytesMessage
+from oms.producer.result import SendResult, SendStatus
+from oms.queue import MessageQueue
+from orbitmq import message_const as mc
+from orbitmq.errors import Code, MQError
+from orbitmq.message_batch import BATCH_MAGIC_CODE, ENTRY_HEAD, MAX_PROPERTIES_BYTES, MIN_ENTRY_SIZE, PROPS_LEN
+from orbitmq.proto import produce_pb2
+from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, decode_properties
+from orbitmq.validation import (
+    validate_keys,
+    validate_properties_size,
+    validate_tag,
+    validate_topic,
+    validate_user_properties,
+)
+
+_NORMAL_ONLY = frozenset({definition_pb2.NORMAL})
+_TAG_ITEM = mc.PROPERTY_TAGS + NAME_VALUE_SEPARATOR
+_KEYS_ITEM = mc.PROPERTY_KEYS + NAME_VALUE_SEPARATOR
+_ID_ITEM = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+_SYSTEM_PROPERTIES = frozenset({mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
+
+
+class PlainRun(Sequence[WireMessage]):
+    """Rows of one topic, in one request: their ids, bodies, stored properties and the MessageBatch payload.
+
+    ``positions`` are the rows' places in the caller's input (a ``send_batch`` may mix topics). As a sequence it
+    gives each row's ``WireMessage``, made on demand (a new object per access: paths that change a wire keep it).
+    """
+
+    __slots__ = ("bodies", "born_host", "born_ms", "ids", "payload", "positions", "raw_properties", "sources", "topic")
+
+    message_types = _NORMAL_ONLY
+
+    def __init__(
+        self,
+        topic: str,
+        bodies: list[bytes],
+        ids: list[str],
+        raw_properties: list[bytes],
+        payload: bytes,
+        positions: Sequence[int],
+        sources: Sequence[BytesMessage] | None,
+        born_host: str,
+        born_ms: int,
+    ) -> None:
+        self.topic = topic
+        self.bodies = bodies
+        self.ids = ids
+        self.raw_properties = raw_properties
+        self.payload = payload
+        self.positions = positions
+        self.sources = sources
+        self.born_host = born_host
+        self.born_ms = born_ms
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> WireMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[WireMessage]: ...
+    def __getitem__(self, index: int | slice) -> WireMessage | list[WireMessage]:
+        if isinstance(index, slice):
+            return [self._row(i) for i in range(len(self.ids))[index]]
+        return self._row(range(len(self.ids))[index])
+
+    def __iter__(self) -> Iterator[WireMessage]:
+        return (self._row(i) for i in range(len(self.ids)))
+
+    def _row(self, i: int) -> WireMessage:
+        source = self.sources[i] if self.sources is not None else None
+        props = decode_properties(self.raw_properties[i])
+        return WireMessage(source, self.topic, definition_pb2.NORMAL, self.bodies[i], self.ids[i], self._v2, props)
+
+    def _v2(self, wire: WireMessage) -> definition_pb2.Message:
+        """The row's v2 message, for a broker without ``Produce/SendBatch``: what ``to_wire`` would build."""
+        props = wire.batch_properties or {}
+        keys = props.get(mc.PROPERTY_KEYS)
+        return v2_message(
+            topic=wire.topic,
+            namespace="",
+            body=wire.body,
+            message_id=wire.message_id,
+            born_host=self.born_host,
+            message_type=definition_pb2.NORMAL,
+            encoding=definition_pb2.IDENTITY,
+            born_ms=self.born_ms,
+            tag=props.get(mc.PROPERTY_TAGS),
+            keys=keys.split(mc.KEY_SEPARATOR) if keys else [],
+            properties={k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES},
+        )
+
+    def request(self, queue_id: int) -> produce_pb2.SendBatchRequest:
+        return produce_pb2.SendBatchRequest(
+            topic=self.topic,
+            queue_id=queue_id,
+            messages=self.payload,
+            count=len(self.ids),
+            born_timestamp_ms=int(time.time() * 1000),
+        )
+
+    def results(self, queue: MessageQueue, first_offset: int, status: SendStatus) -> list[SendResult]:
+        return SendResult.stored_run(self.ids, self.topic, queue, first_offset, status)
+
+
+class PlainRunBuilder:
+    """Checks plain rows as ``to_wire`` checks a message and cuts them into runs of at most ``max_bytes`` of
+    bodies and ``max_count`` rows (a single larger row gets a run of its own), for one call.
+
+    Raises ``MQError`` for the first refused row (``failed_row`` is its position); nothing is sent before every
+    row of a call is checked."""
+
+    def __init__(self, *, born_host: str, max_message_size: int, max_bytes: int, max_count: int) -> None:
+        self.born_host = born_host
+        self.max_message_size = max_message_size
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+        self.born_ms = int(time.time() * 1000)
+        self.failed_row = -1
+        self._checked_topics: set[str] = set()
+        self._checked_tags: dict[str, int] = {}  # tag -> its UTF-8 size: a batch mostly repeats its tags
+
+    def runs(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        tags: Sequence[str | None] | None,
+        keys: Sequence[list[str]] | None,
+        properties: Sequence[Mapping[str, str] | None] | None,
+        sources: Sequence[BytesMessage] | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> list[PlainRun]:
+        """Row ``i`` is ``bodies[i]`` with ``tags[i]``, ``keys[i]``, ``properties[i]`` (a column may be None:
+        no row has one); ``sources[i]`` is its message, if any (it gets its id, as ``to_wire`` gives one);
+        ``positions`` (default 0..n-1) are the rows' places in the caller's input."""
+        n = len(bodies)
+        if positions is None:
+            positions = range(n)
+        ids = new_message_ids(n)
+        max_size, max_bytes, max_count = self.max_message_size, self.max_bytes, self.max_count
+        checked_tags = self._checked_tags
+        head_pack, len_pack, crc32 = ENTRY_HEAD.pack, PROPS_LEN.pack, zlib.crc32
+        runs: list[PlainRun] = []
+        parts: list[bytes] = []
+        raws: list[bytes] = []
+        start = size = i = 0
+        try:
+            if topic not in self._checked_topics:
+                validate_topic(topic)
+                self._checked_topics.add(topic)
+            for i in range(n):
+                body = bodies[i]
+                blen = len(body)
+                if not blen or blen > max_size:
+                    validate_producer_body(body, max_size)
+                prefix = ""
+                extra = 0
+                if properties is not None and (user := properties[i]):
+                    extra = validate_user_properties(user)
+                    prefix = PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, user.items())) + PROPERTY_SEPARATOR
+                if tags is not None and (tag := tags[i]):
+                    tag_size = checked_tags.get(tag)
+                    if tag_size is None:
+                        validate_tag(tag)
+                        tag_size = checked_tags[tag] = len(tag.encode("utf-8"))
+                    extra += tag_size
+                    prefix = f"{prefix}{_TAG_ITEM}{tag}{PROPERTY_SEPARATOR}"
+                if keys is not None and (key_list := keys[i]):
+                    validate_keys(key_list)
+                    extra += sum(len(k.encode("utf-8")) for k in key_list)
+                    prefix = f"{prefix}{_KEYS_ITEM}{mc.KEY_SEPARATOR.join(key_list)}{PROPERTY_SEPARATOR}"
+                if extra:
+                    validate_properties_size(extra)
+                # the order of the broker's from_v2_message (user properties, tag, keys, id), as to_wire gives it
+                raw = f"{prefix}{_ID_ITEM}{ids[i]}{PROPERTY_SEPARATOR}".encode()
+                if len(raw) > MAX_PROPERTIES_BYTES:  # the layout's own limit, beyond the property limits
+                    raise MQError(
+                        Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                        f"properties are {len(raw)} bytes, the limit of the batch layout is {MAX_PROPERTIES_BYTES}",
+                    )
+                if i > start and (size + blen > max_bytes or i - start >= max_count):
+                    runs.append(self._run(topic, bodies, ids, raws, parts, positions, sources, start, i))
+                    parts, raws, start, size = [], [], i, 0
+                parts += (head_pack(MIN_ENTRY_SIZE + blen + len(raw), BATCH_MAGIC_CODE, crc32(body), 0, blen), body,
+                          len_pack(len(raw)), raw)  # fmt: skip
+                raws.append(raw)
+                size += blen
+        except MQError:
+            self.failed_row = positions[i] if n else -1
+            raise
+        if n > start:
+            runs.append(self._run(topic, bodies, ids, raws, parts, positions, sources, start, n))
+        if sources is not None:
+            for source, mid in zip(sources, ids, strict=True):
+                source.sys_headers().set_trusted(BuiltinKeys.MESSAGE_ID, mid)
+        return runs
+
+    def _run(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        ids: list[str],
+        raws: list[bytes],
+        parts: list[bytes],
+        positions: Sequence[int],
+        sources: Sequence[BytesMessage] | None,
+        start: int,
+        end: int,
+    ) -> PlainRun:
+        return PlainRun(
+            topic,
+            list(bodies[start:end]),
+            ids[start:end],
+            raws,
+            b"".join(parts),
+            positions[start:end],
+            sources[start:end] if sources is not None else None,
+            self.born_host,
+            self.born_ms,
+        )

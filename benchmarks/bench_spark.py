@@ -1,6 +1,6 @@
 """Spark connector benchmark: streaming read and batch write rows/s on ``local[2]``, 100-byte bodies, against
-the Python Data Source API's own floor (an in-memory source building the same Arrow batches) and the raw
-``Consume/PullBatch`` / ``Produce/SendBatch`` clients in the same run.
+the Python Data Source API's own floors (an in-memory source building the same Arrow batches; a sink dropping
+them) and the raw ``Consume/PullBatch`` / ``Produce/SendBatch`` clients in the same run.
 
 ``python -m benchmarks.run_all spark`` (or ``python -m benchmarks.bench_spark [--quick]``); starts its own broker
 and SparkSession.
@@ -92,6 +92,40 @@ def _memory_source() -> Any:
     return MemorySource
 
 
+def _discard_sink() -> Any:
+    """A batch sink that takes the same Arrow batches as the connector's writer, converts the body column to Python
+    as it does, and drops them: the Python Data Source API's own cost of a write job (the write floor)."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    @dataclass
+    class Dropped(WriterCommitMessage):
+        rows: int
+
+    class Writer(DataSourceArrowWriter):
+        def write(self, iterator: Iterator[Any]) -> Dropped:
+            rows = 0
+            for batch in iterator:
+                rows += len(batch.column(0).to_pylist())
+            return Dropped(rows)
+
+    class DiscardSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rocketmq_bench_discard"
+
+        def writer(self, schema: Any, overwrite: bool) -> Writer:
+            return Writer()
+
+    return DiscardSink
+
+
+def _timed_write(frame: Any, rows: int, fmt: str, **options: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    frame.write.format(fmt).options(**options).mode("append").save()
+    elapsed = time.perf_counter() - t0
+    return {"rows": rows, "rows_per_s": round(rows / elapsed), "wall_s": round(elapsed, 2)}
+
+
 def _session() -> Any:
     from pyspark.sql import SparkSession
 
@@ -139,6 +173,7 @@ def _warm_up(spark: Any, endpoints: str, tmp: str) -> None:
     _stream_rows_per_s(warm.option("startingOffsets", "earliest").load(), f"{tmp}/ckpt-warm")
     mem = spark.readStream.format("rocketmq_bench_memory").option("rowsPerQueue", BATCH).load()
     _stream_rows_per_s(mem, f"{tmp}/ckpt-warm-mem")
+    spark.range(BATCH).selectExpr("'warm' AS value").write.format("rocketmq_bench_discard").mode("append").save()
     spark.range(BATCH).selectExpr("'warm' AS value").write.format("rocketmq").option("endpoints", endpoints).option(
         "topic", "BenchSparkWarm"
     ).mode("append").save()
@@ -146,11 +181,13 @@ def _warm_up(spark: Any, endpoints: str, tmp: str) -> None:
 
 def run(quick: bool = False) -> dict[str, Any]:
     n = 102_400 if quick else 409_600
-    n_write = 25_600 if quick else 102_400
+    # as many rows as the read: a write job's own start (~0.3-0.9 s here) would otherwise be most of the time
+    n_write = n
     rounds = 1 if quick else 3
     spark = _session()
     spark.dataSource.register(_memory_source())
-    raw_pull, spark_read, untuned_read, floor, raw_send, spark_write = [], [], [], [], [], []
+    spark.dataSource.register(_discard_sink())
+    raw_pull, spark_read, untuned_read, floor, raw_send, spark_write, write_floor = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
         broker = Broker(Path(tmp) / "store")
         try:
@@ -173,15 +210,13 @@ def run(quick: bool = False) -> dict[str, Any]:
                 raw_send.append(asyncio.run(bench_send_batch(broker.addr, f"BenchRawSend{r}", n_write, BATCH, 4)))
                 out = spark.range(n_write, numPartitions=2).selectExpr(f"repeat('x', {BODY_SIZE}) AS value")
                 out.cache().count()  # the rows exist before the clock starts: only the sink is timed
-                t0 = time.perf_counter()
-                out.write.format("rocketmq").option("endpoints", broker.addr).option(
-                    "topic", f"BenchSparkWrite{r}"
-                ).option("batchSize", "1024").mode("append").save()
-                elapsed = time.perf_counter() - t0
-                out.unpersist()
                 spark_write.append(
-                    {"rows": n_write, "rows_per_s": round(n_write / elapsed), "wall_s": round(elapsed, 2)}
+                    _timed_write(
+                        out, n_write, "rocketmq", endpoints=broker.addr, topic=f"BenchSparkWrite{r}", batchSize="1024"
+                    )
                 )
+                write_floor.append(_timed_write(out, n_write, "rocketmq_bench_discard"))
+                out.unpersist()
         finally:
             broker.stop()
             spark.stop()
@@ -191,6 +226,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     pull_med = median([r["msgs_per_s"] for r in raw_pull])
     write_med = median([r["rows_per_s"] for r in spark_write])
     send_med = median([r["msgs_per_s"] for r in raw_send])
+    write_floor_med = median([r["rows_per_s"] for r in write_floor])
     summary = {
         "stream_read_rows_per_s": round(read_med),
         "stream_read_untuned_rows_per_s": round(untuned_med),
@@ -203,6 +239,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "batch_write_rows_per_s": round(write_med),
         "raw_send_batch_msgs_per_s": round(send_med),
         "write_ratio_over_raw_send_batch": round(write_med / send_med, 3),
+        "write_floor_rows_per_s": round(write_floor_med),
+        "write_ratio_over_floor": round(write_med / write_floor_med, 3),
         "read_goal_rows_per_s": READ_GOAL_ROWS_PER_S,
         "read_goal_ratio_over_raw": READ_GOAL_RATIO,
         "write_goal_rows_per_s": WRITE_GOAL_ROWS_PER_S,
@@ -222,6 +260,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "raw_pull_batch": raw_pull,
         "batch_write": spark_write,
         "raw_send_batch": raw_send,
+        "write_floor": write_floor,
     }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_PROPERTIES_SIZE
 from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
 
 BATCH_MAGIC_CODE = 0
@@ -156,8 +157,9 @@ def scan_message_batch(
     payload: bytes, expected_count: int, max_count: int, max_body: int, plain: re.Pattern[bytes]
 ) -> ScannedBatch | None:
     """The fast check of a batch whose messages all have properties of a plain shape (``plain`` matches them whole;
-    its groups are tag, keys, id, id, tag): framing, count, body CRC, body size 1..``max_body``, properties. None
-    as soon as anything differs; ``decode_message_batch`` and the full checks then say what (or accept it)."""
+    its groups are user properties, tag, keys, id, id, tag): framing, count, body CRC, body size 1..``max_body``,
+    properties. None as soon as anything differs; ``decode_message_batch`` and the full checks then say what (or
+    accept it)."""
     if not 0 < expected_count <= max_count:
         return None
     positions: list[int] = []
@@ -184,7 +186,9 @@ def scan_message_batch(
         match = fullmatch(payload, b1 + 2, nxt)
         if match is None:
             return None
-        tag_first, keys_first, id_first, id_second, tag_second = match.groups()
+        user, tag_first, keys_first, id_first, id_second, tag_second = match.groups()
+        if user is not None and not _user_properties_fit(user, tag_first, keys_first):
+            return None
         add_pos(pos)
         add_tag(tag_first or tag_second)
         add_keys(keys_first)
@@ -194,6 +198,22 @@ def scan_message_batch(
     if len(tags) != expected_count:
         return None
     return ScannedBatch(positions, tags, keys, ids, body_bytes)
+
+
+def _user_properties_fit(user: bytes, tag: bytes | None, keys: bytes | None) -> bool:
+    """What the plain pattern cannot check of matched user properties: no name twice, and the size the full
+    checks count (names and values, the tag, the keys without their separators) within ``MAX_PROPERTIES_SIZE``."""
+    items = user.count(b"\x02")
+    size = len(user) - 2 * items
+    if tag is not None:
+        size += len(tag)
+    if keys is not None:
+        size += len(keys) - keys.count(b" ")
+    if size > MAX_PROPERTIES_SIZE:
+        return False
+    if items == 1:
+        return True
+    return len({item.partition(b"\x01")[0] for item in user.split(b"\x02")[:-1]}) == items
 
 
 def entry_at(payload: bytes, pos: int, index: int) -> BatchEntry:

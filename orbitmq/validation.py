@@ -30,13 +30,19 @@ _KEYS_CHARS = rb"(?=[ -~]{1,4096}\x02)((?:[!-~]+ )*[!-~]+)"
 _TAGS_ITEM = re.escape(mc.PROPERTY_TAGS.encode()) + rb"\x01(" + _TAG_CHARS + rb")\x02"
 _KEYS_ITEM = re.escape(mc.PROPERTY_KEYS.encode()) + rb"\x01" + _KEYS_CHARS + rb"\x02"
 _ID_ITEM = re.escape(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()) + rb"\x01(" + _ID_CHARS + rb")\x02"
-# The encoded properties of a batched message in their most common shapes: the message id, maybe after a tag and
-# keys (oms's order), or followed by a tag; every character one the full checks accept. A match passes those
-# checks without decoding the properties; its groups are (tag, keys, id, id, tag), one of each pair set. Anything
-# else goes through the checks (Produce/SendBatch's plain path).
+_RESERVED_NAME = rb"(?:" + rb"|".join(re.escape(k.encode()) for k in sorted(mc.SYSTEM_PROPERTY_KEYS)) + rb")\x01"
+# user properties as validate_user_properties accepts them, in printable ASCII only (so no UTF-8 to check): a name
+# with a non-space character that is not reserved, any value; at most MAX_PROPERTY_COUNT of them
+_USER_ITEMS = rb"((?:(?!" + _RESERVED_NAME + rb") *[!-~][ -~]*\x01[ -~]*\x02){1,%d})" % MAX_PROPERTY_COUNT
+# The encoded properties of a batched message in their most common shapes: the message id, maybe after user
+# properties, a tag and keys (oms's order), or followed by a tag; every character one the full checks accept. A
+# match passes those checks without decoding the properties, but for two that a pattern cannot say (the scan
+# checks them: a name given twice, the properties' total size); its groups are (user properties, tag, keys, id,
+# id, tag), one of each pair set. Anything else goes through the checks (Produce/SendBatch's plain path).
 PLAIN_BATCH_PROPERTIES = re.compile(
-    rb"(?:" + _TAGS_ITEM + rb")?(?:" + _KEYS_ITEM + rb")?" + _ID_ITEM + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?"
-)
+    rb"(?:" + _USER_ITEMS + rb")?(?:" + _TAGS_ITEM + rb")?(?:" + _KEYS_ITEM + rb")?" + _ID_ITEM
+    + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?"
+)  # fmt: skip
 
 
 class MessageKind(StrEnum):
@@ -130,6 +136,31 @@ def validate_user_properties(props: Mapping[str, str]) -> int:
             raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property {key!r} contains control characters")
         size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
     return size
+
+
+class UserPropertiesCheck:
+    """``validate_user_properties`` for the many messages of one call (a batch, a table's rows): the same checks
+    and errors, each distinct property name checked once (rows mostly repeat their names), values scanned in C."""
+
+    __slots__ = ("_names",)
+
+    def __init__(self) -> None:
+        self._names: dict[str, int] = {}  # checked name -> its UTF-8 size
+
+    def __call__(self, props: Mapping[str, str]) -> int:
+        if len(props) > MAX_PROPERTY_COUNT:
+            return validate_user_properties(props)  # raises the count's error
+        names, control = self._names, _CONTROL_CHAR.search
+        size = 0
+        for key, value in props.items():
+            key_size = names.get(key)
+            if key_size is None:
+                validate_user_properties({key: value})
+                key_size = names[key] = len(key.encode("utf-8"))
+            elif control(value) is not None:
+                raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property {key!r} contains control characters")
+            size += key_size + (len(value) if value.isascii() else len(value.encode("utf-8")))
+        return size
 
 
 def validate_properties_size(size: int) -> None:

@@ -156,10 +156,10 @@ class ProduceServicer(produce_pb2_grpc.ProduceServicer):
         return await guarded("SendBatch", produce_pb2.SendBatchResponse, run, _status)
 
     def _scan_plain(self, request: produce_pb2.SendBatchRequest, max_body: int) -> ScannedBatch | None:
-        """The fast check of a batch whose every message is plain (an id, maybe a tag: ``PLAIN_BATCH_PROPERTIES``)
-        when no store hook may look at the messages: stored without per-message objects (one inner-batch record
-        on a BatchCQ topic, records straight from the payload otherwise). None sends the batch through the full
-        decode and checks, which name what is wrong."""
+        """The fast check of a batch whose every message is plain (an id, maybe a tag, keys, user properties:
+        ``PLAIN_BATCH_PROPERTIES``) when no store hook may look at the messages: stored without per-message objects
+        (one inner-batch record on a BatchCQ topic, records straight from the payload otherwise). None sends the
+        batch through the full decode and checks, which name what is wrong."""
         plugins = self.ctx.plugins
         if plugins.has_before_store or plugins.has_after_store:
             return None

@@ -1,8 +1,8 @@
 """A SendBatch request's messages stored straight from its MessageBatch payload: no object per message on the put.
 
-Only for batches ``scan_message_batch`` accepted (every message an id, maybe a tag): the record encoder reads each
-entry where it lies in the payload; a message object is built only when something asks for one (a refusal's
-reason, a CommitLog dispatcher, metrics), and then it is the one the general path would have built.
+Only for batches ``scan_message_batch`` accepted (an id each, maybe a tag, keys, user properties): the record
+encoder reads each entry where it lies in the payload; a message object is built only when something asks for one
+(a refusal's reason, a CommitLog dispatcher, metrics), and then it is the one the general path would have built.
 """
 
 from __future__ import annotations

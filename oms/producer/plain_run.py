@@ -25,11 +25,11 @@ from orbitmq.message_batch import BATCH_MAGIC_CODE, ENTRY_HEAD, MAX_PROPERTIES_B
 from orbitmq.proto import produce_pb2
 from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, decode_properties
 from orbitmq.validation import (
+    UserPropertiesCheck,
     validate_keys,
     validate_properties_size,
     validate_tag,
     validate_topic,
-    validate_user_properties,
 )
 
 _NORMAL_ONLY = frozenset({definition_pb2.NORMAL})
@@ -139,6 +139,7 @@ class PlainRunBuilder:
         self.failed_row = -1
         self._checked_topics: set[str] = set()
         self._checked_tags: dict[str, int] = {}  # tag -> its UTF-8 size: a batch mostly repeats its tags
+        self._check_user = UserPropertiesCheck()
 
     def runs(
         self,
@@ -158,7 +159,7 @@ class PlainRunBuilder:
             positions = range(n)
         ids = new_message_ids(n)
         max_size, max_bytes, max_count = self.max_message_size, self.max_bytes, self.max_count
-        checked_tags = self._checked_tags
+        checked_tags, check_user = self._checked_tags, self._check_user
         head_pack, len_pack, crc32 = ENTRY_HEAD.pack, PROPS_LEN.pack, zlib.crc32
         runs: list[PlainRun] = []
         parts: list[bytes] = []
@@ -176,7 +177,7 @@ class PlainRunBuilder:
                 prefix = ""
                 extra = 0
                 if properties is not None and (user := properties[i]):
-                    extra = validate_user_properties(user)
+                    extra = check_user(user)
                     prefix = PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, user.items())) + PROPERTY_SEPARATOR
                 if tags is not None and (tag := tags[i]):
                     tag_size = checked_tags.get(tag)

@@ -23,8 +23,8 @@ STORE_HOST = ("10.0.0.7", 8081)
 
 
 def entries(first: int, n: int, big: int | None = None) -> list[BatchEntry]:
-    """Plain messages (an id; a tag, first or last, or a tag and keys on some), bodies of varying sizes; ``big``:
-    that one's body does not fit a segment."""
+    """Plain messages (an id; a tag, first or last, or user properties, a tag and keys on some), bodies of varying
+    sizes; ``big``: that one's body does not fit a segment."""
     out = []
     for i in range(first, first + n):
         props = {"UNIQ_KEY": f"PLAIN{i:06d}"}
@@ -32,8 +32,9 @@ def entries(first: int, n: int, big: int | None = None) -> list[BatchEntry]:
             props = {"TAGS": "TagA", **props}
         elif i % 4 == 2:
             props["TAGS"] = f"T{i % 5}"
-        elif i % 4 == 3:  # oms's order: tag, keys, id
-            props = {"TAGS": "TagK", "KEYS": f"order-{i} user-{i % 7}", **props}
+        elif i % 4 == 3:  # oms's order: user properties, tag, keys, id
+            user = {"__idem": f"q:0:1:{i}", "color": "red"} if i % 8 == 3 else {}
+            props = {**user, "TAGS": "TagK", "KEYS": f"order-{i} user-{i % 7}", **props}
         body = b"B" * 70_000 if i == big else f"body-{i}-".encode() * (1 + i % 40)
         out.append(BatchEntry(i % 4, body, props))
     return out

@@ -188,6 +188,8 @@ class Rows:
     tags: list[str | None] | None
     keys: list[Any] | None
     properties: list[dict[str, str]] | None
+    # the idempotence key per row, as a property column: checked per column, not per row
+    property_columns: dict[str, list[str | None]] | None = None
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -214,19 +216,11 @@ def to_rows(
     bodies: list[bytes] = body.to_pylist()
     col = {name: batch.column(name).to_pylist() for name in columns.names if name not in ("topic", "body")}
     props = col.get("properties")
-    user: list[dict[str, str]] | None = None
-    if key_prefix is not None:
-        keys = [f"{key_prefix}:{i}" for i in range(seq, seq + len(bodies))]
-        if props is None:
-            user = [{IDEMPOTENCE_KEY: key} for key in keys]
-        else:
-            user = [
-                {**dict(p), IDEMPOTENCE_KEY: key} if p else {IDEMPOTENCE_KEY: key}
-                for p, key in zip(props, keys, strict=True)
-            ]
-    elif props is not None:
-        user = [dict(p) if p else {} for p in props]
-    return Rows(options.topic, bodies, col.get("tags"), col.get("keys"), user)
+    user = [dict(p) if p else {} for p in props] if props is not None else None
+    idempotence: dict[str, list[str | None]] | None = None
+    if key_prefix is not None:  # after the row's own properties, and in their place if one has the same name
+        idempotence = {IDEMPOTENCE_KEY: [f"{key_prefix}:{i}" for i in range(seq, seq + len(bodies))]}
+    return Rows(options.topic, bodies, col.get("tags"), col.get("keys"), user, idempotence)
 
 
 def _send(producer: oms.Producer, chunk: list[oms.BytesMessage] | Rows, deadline: float) -> int:
@@ -247,6 +241,7 @@ def _send(producer: oms.Producer, chunk: list[oms.BytesMessage] | Rows, deadline
                         tags=chunk.tags,
                         keys=chunk.keys,
                         properties=chunk.properties,
+                        property_columns=chunk.property_columns,
                         timeout=timeout,
                     )
                 )

@@ -12,7 +12,7 @@ from oms.convert import MAPPED_HEADERS
 from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import BuiltinKeys, NonStandardKeys
 from oms.message import BytesMessage
-from oms.producer.plain_run import PlainRun, PlainRunBuilder
+from oms.producer.plain_run import ColumnRefusal, PlainRun, PlainRunBuilder, PropertyColumns
 from orbitmq.errors import Code, MQError
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 from orbitmq.validation import validate_tag
@@ -35,13 +35,14 @@ def plain_column_runs(
     keys: Sequence[Keys] | None,
     properties: Sequence[Mapping[str, str] | None] | None,
     *,
+    property_columns: Mapping[str, Sequence[str | None]] | None = None,
     born_host: str,
     max_message_size: int,
     compress_over: int,
 ) -> list[PlainRun] | None:
     """The rows as plain (normal, uncompressed) runs of at most one request each, or None when a row's body is
     over the compression threshold (that call takes the message path). Raises ``OMSMessageFormatException``
-    naming the row."""
+    naming the row (or the property column)."""
     n = len(bodies)
     for name, column in (("tags", tags), ("keys", keys), ("properties", properties)):
         if column is not None and len(column) != n:
@@ -51,7 +52,11 @@ def plain_column_runs(
     builder = _builder(born_host, max_message_size)
     key_lists = [_key_list(k) for k in keys] if keys is not None else None
     try:
-        return builder.runs(topic, bodies, tags, key_lists, properties)
+        columns = PropertyColumns(property_columns, n) if property_columns else None
+        return builder.runs(topic, bodies, tags, key_lists, properties, columns=columns)
+    except ColumnRefusal as refused:
+        where = f"row {refused.row}" if refused.row is not None else "property_columns"
+        raise from_mq_error(MQError(refused.error.code, f"{where}: {refused.error.message}")) from None
     except MQError as exc:
         raise from_mq_error(MQError(exc.code, f"row {builder.failed_row}: {exc.message}")) from None
 
@@ -134,12 +139,17 @@ def column_messages(
     tags: Sequence[str | None] | None,
     keys: Sequence[Keys] | None,
     properties: Sequence[Mapping[str, str] | None] | None,
+    property_columns: Mapping[str, Sequence[str | None]] | None = None,
 ) -> list[BytesMessage]:
     """The rows as messages, for the calls ``plain_column_runs`` leaves to ``send_batch``."""
     out = []
     for row, body in enumerate(bodies):
-        user = properties[row] if properties is not None else None
-        message = BytesMessage(body, topic, user_headers=dict(user) if user else None)
+        user = dict(properties[row] or {}) if properties is not None else {}
+        for name, values in (property_columns or {}).items():
+            value = values[row]
+            if value is not None:
+                user[name] = value
+        message = BytesMessage(body, topic, user_headers=user or None)
         tag = tags[row] if tags is not None else None
         if tag:
             message.tags = tag

@@ -21,15 +21,18 @@ from oms.producer.result import SendResult, SendStatus
 from oms.queue import MessageQueue
 from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_PROPERTY_COUNT
 from orbitmq.message_batch import BATCH_MAGIC_CODE, ENTRY_HEAD, MAX_PROPERTIES_BYTES, MIN_ENTRY_SIZE, PROPS_LEN
 from orbitmq.proto import produce_pb2
 from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, decode_properties
 from orbitmq.validation import (
     UserPropertiesCheck,
+    has_control,
     validate_keys,
     validate_properties_size,
     validate_tag,
     validate_topic,
+    validate_user_properties,
 )
 
 _NORMAL_ONLY = frozenset({definition_pb2.NORMAL})
@@ -123,6 +126,68 @@ class PlainRun(Sequence[WireMessage]):
         return SendResult.stored_run(self.ids, self.topic, queue, first_offset, status)
 
 
+class ColumnRefusal(Exception):
+    """A property column refused: ``row`` says where (None: its name), ``error`` what, in the words of
+    ``validate_user_properties``."""
+
+    def __init__(self, row: int | None, error: MQError) -> None:
+        super().__init__(row, error)
+        self.row = row
+        self.error = error
+
+
+class PropertyColumns:
+    """Named user-property columns of one call (``send_columns(property_columns=...)``), checked in bulk: each
+    name once, each column's values in one pass, so a per-row property (an idempotence key) costs a string join.
+
+    Row ``i`` gets ``encoded[i]`` (its items in the stored form), ``sizes[i]`` bytes and ``counts[i]`` properties;
+    a None value leaves the property out of that row."""
+
+    __slots__ = ("counts", "encoded", "names", "sizes")
+
+    def __init__(self, columns: Mapping[str, Sequence[str | None]], n: int) -> None:
+        self.names = frozenset(columns)
+        if len(columns) > MAX_PROPERTY_COUNT:
+            raise ColumnRefusal(
+                None,
+                MQError(
+                    Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                    f"message has {len(columns)} user properties, the limit is {MAX_PROPERTY_COUNT}",
+                ),
+            )
+        self.encoded = [""] * n
+        self.sizes = [0] * n
+        self.counts = [0] * n
+        for name, values in columns.items():
+            if len(values) != n:
+                raise ValueError(f"property column {name!r} has {len(values)} rows, bodies has {n}")
+            present = [v for v in values if v is not None]
+            try:
+                name_size = validate_user_properties({name: ""})
+            except MQError as exc:
+                raise ColumnRefusal(None, exc) from None
+            joined = "".join(present)
+            if has_control(joined) or not all(type(v) is str for v in present):
+                for row, value in enumerate(values):  # the first bad row, refused as any property would be
+                    if value is not None:
+                        try:
+                            if not isinstance(value, str):
+                                raise MQError(
+                                    Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property {name!r} is not a string"
+                                )
+                            validate_user_properties({name: value})
+                        except MQError as exc:
+                            raise ColumnRefusal(row, exc) from None
+            item = f"{name}{NAME_VALUE_SEPARATOR}"
+            ascii_only = joined.isascii()
+            encoded, sizes, counts = self.encoded, self.sizes, self.counts
+            for row, value in enumerate(values):
+                if value is not None:
+                    encoded[row] = f"{encoded[row]}{item}{value}{PROPERTY_SEPARATOR}"
+                    sizes[row] += name_size + (len(value) if ascii_only else len(value.encode("utf-8")))
+                    counts[row] += 1
+
+
 class PlainRunBuilder:
     """Checks plain rows as ``to_wire`` checks a message and cuts them into runs of at most ``max_bytes`` of
     bodies and ``max_count`` rows (a single larger row gets a run of its own), for one call.
@@ -150,10 +215,12 @@ class PlainRunBuilder:
         properties: Sequence[Mapping[str, str] | None] | None,
         sources: Sequence[BytesMessage] | None = None,
         positions: Sequence[int] | None = None,
+        columns: PropertyColumns | None = None,
     ) -> list[PlainRun]:
         """Row ``i`` is ``bodies[i]`` with ``tags[i]``, ``keys[i]``, ``properties[i]`` (a column may be None:
-        no row has one); ``sources[i]`` is its message, if any (it gets its id, as ``to_wire`` gives one);
-        ``positions`` (default 0..n-1) are the rows' places in the caller's input."""
+        no row has one) and its ``columns`` properties after those (a name in both: the column's value);
+        ``sources[i]`` is its message, if any (it gets its id, as ``to_wire`` gives one); ``positions`` (default
+        0..n-1) are the rows' places in the caller's input."""
         n = len(bodies)
         if positions is None:
             positions = range(n)
@@ -177,8 +244,22 @@ class PlainRunBuilder:
                 prefix = ""
                 extra = 0
                 if properties is not None and (user := properties[i]):
-                    extra = check_user(user)
-                    prefix = PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, user.items())) + PROPERTY_SEPARATOR
+                    if columns is not None and not columns.names.isdisjoint(user):
+                        user = {k: v for k, v in user.items() if k not in columns.names}
+                    if columns is not None and len(user) + columns.counts[i] > MAX_PROPERTY_COUNT:
+                        raise MQError(
+                            Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                            f"message has {len(user) + columns.counts[i]} user properties, "
+                            f"the limit is {MAX_PROPERTY_COUNT}",
+                        )
+                    if user:
+                        extra = check_user(user)
+                        prefix = (
+                            PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, user.items())) + PROPERTY_SEPARATOR
+                        )
+                if columns is not None and columns.counts[i]:
+                    extra += columns.sizes[i]
+                    prefix += columns.encoded[i]
                 if tags is not None and (tag := tags[i]):
                     tag_size = checked_tags.get(tag)
                     if tag_size is None:

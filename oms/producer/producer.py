@@ -240,10 +240,13 @@ class Producer(ProducerBase):
         tags: Sequence[str | None] | None = None,
         keys: Sequence[Keys] | None = None,
         properties: Sequence[Mapping[str, str] | None] | None = None,
+        property_columns: Mapping[str, Sequence[str | None]] | None = None,
         timeout: float | None = None,
     ) -> list[SendResult]:
         """``send_batch`` for tabular writers: plain messages to ``topic`` given as columns (row ``i`` of each list
         is one message; ``keys`` a list or a space-separated string per row), with no message object per row.
+        ``property_columns`` maps a user property's name to its value per row (None: not on that row), checked
+        per column rather than per row; on a row it comes after that row's ``properties`` and wins a name clash.
 
         Each row is validated as ``send_batch`` validates a message (errors name the row). Rows that need more
         than a plain message (a body over the compression threshold, a namespace, ``oms_before_send`` /
@@ -261,12 +264,14 @@ class Producer(ProducerBase):
                 tags,
                 keys,
                 properties,
+                property_columns=property_columns,
                 born_host=self._born_host,
                 max_message_size=self.config.max_message_size,
                 compress_over=self.config.compress_msg_body_over_howmuch,
             )
         if runs is None:
-            return self.send_batch(column_messages(topic, bodies, tags, keys, properties), timeout=timeout)
+            messages = column_messages(topic, bodies, tags, keys, properties, property_columns)
+            return self.send_batch(messages, timeout=timeout)
         return self._send_runs(core, runs, len(bodies), timeout_s)
 
     # -- transactions -------------------------------------------------------------------------------------------

@@ -330,3 +330,45 @@ def test_send_columns_stores_what_send_batch_stores(shared_broker, access_point)
     assert third.body == b"c2" and not third.system_properties.keys and not dict(third.user_properties)
     assert stored[compressed.message_id].system_properties.tag == "Big"
     assert stored[compressed.message_id].system_properties.body_encoding == definition_pb2.GZIP
+
+
+@pytest.mark.timeout(60)
+def test_send_columns_property_columns_store_what_row_properties_store(shared_broker, access_point):
+    ids = ["q:0:1:0", None, "q:0:1:2"]
+    with access_point.create_producer(compress_msg_body_over_howmuch=64) as p:
+        results = p.send_columns(
+            "OmsPropColumns",
+            [b"r0", b"r1", b"r2"],
+            properties=[{"color": "red", "idem": "the row's own"}, None, {}],
+            property_columns={"idem": ids, "batch": ["b7"] * 3},
+        )
+        twins = p.send_columns(
+            "OmsPropColumns",
+            [b"r0", b"r1", b"r2"],
+            properties=[
+                {"color": "red", "idem": "q:0:1:0", "batch": "b7"},
+                {"batch": "b7"},
+                {"idem": "q:0:1:2", "batch": "b7"},
+            ],
+        )
+        big = b"compressible " * 40  # over the threshold: send_batch's path, the same properties
+        (compressed,) = p.send_columns(
+            "OmsPropColumns", [big], properties=[{"a": "1"}], property_columns={"idem": ["x"]}
+        )
+        with pytest.raises(oms.OMSMessageFormatException, match="row 1: user property 'idem' contains control") as info:
+            p.send_columns("OmsPropColumns", [b"a", b"b"], property_columns={"idem": ["ok", "bad\x01"]})
+        assert info.value.code == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+        with pytest.raises(oms.OMSMessageFormatException, match=r"property_columns: .*'UNIQ_KEY' is reserved"):
+            p.send_columns("OmsPropColumns", [b"a"], property_columns={"UNIQ_KEY": ["forged"]})
+        with pytest.raises(ValueError, match="property column 'idem' has 1 rows, bodies has 2"):
+            p.send_columns("OmsPropColumns", [b"a", b"b"], property_columns={"idem": ["x"]})
+    stored = {
+        m.system_properties.message_id: dict(m.user_properties)
+        for msgs in pull_all(shared_broker.addr, "OmsPropColumns").values()
+        for m in msgs
+    }
+    assert [stored[r.message_id] for r in results] == [stored[r.message_id] for r in twins]
+    assert stored[results[0].message_id] == {"color": "red", "idem": "q:0:1:0", "batch": "b7"}  # the column wins
+    assert stored[results[1].message_id] == {"batch": "b7"}  # None: not on that row
+    assert stored[compressed.message_id] == {"a": "1", "idem": "x"}
+    assert len(stored) == 7  # nothing of a refused call

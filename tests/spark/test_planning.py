@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -216,6 +217,15 @@ def test_rows_become_messages_with_every_column() -> None:
         to_messages(nulls, two_columns, options, None, 0)
 
 
+def _row_properties(rows: Any, i: int) -> dict[str, str]:
+    """A row's user properties as ``send_columns`` stores them: its own, then its property columns' values."""
+    user = dict(rows.properties[i]) if rows.properties is not None else {}
+    for name, values in (rows.property_columns or {}).items():
+        if values[i] is not None:
+            user[name] = values[i]
+    return user
+
+
 def test_columns_path_gives_the_same_messages_as_the_message_path() -> None:
     import pyarrow as pa
     from pyspark.sql.types import ArrayType, MapType, StringType, StructField, StructType
@@ -254,11 +264,11 @@ def test_columns_path_gives_the_same_messages_as_the_message_path() -> None:
         assert rows is not None and rows.topic == "T"
         assert rows.bodies == [m.body for m in messages] == ["é1".encode(), b"two", b"3"]
         assert rows.tags == ["A", None, "C"] and rows.keys == [["k1", "k2"], None, []]
-        assert rows.properties == [dict(m.user_headers()) for m in messages]
+        assert [_row_properties(rows, i) for i in range(3)] == [dict(m.user_headers()) for m in messages]
     with_keys = to_rows(batch, columns, options, "query:7:1", 40)
-    assert with_keys is not None and with_keys.properties is not None
-    assert with_keys.properties[0] == {"p": "1", IDEMPOTENCE_KEY: "query:7:1:40"}
-    assert with_keys.properties[2] == {IDEMPOTENCE_KEY: "query:7:1:42"}
+    assert with_keys is not None and with_keys.property_columns is not None
+    assert _row_properties(with_keys, 0) == {"p": "1", IDEMPOTENCE_KEY: "query:7:1:40"}
+    assert _row_properties(with_keys, 2) == {IDEMPOTENCE_KEY: "query:7:1:42"}
 
     nulls = pa.RecordBatch.from_pydict({"body": pa.array(["x", None], pa.string())})
     only_body = plan_columns(StructType(schema.fields[:1]), options)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from broker.pop.receipt import ReceiptHandle, encode_handle
@@ -56,19 +58,61 @@ def flight_to_row(f: InFlight) -> list[Any]:
     ]
 
 
+_COMMON = attrgetter("pop_time_ms", "invisible_ms", "auto_renew", "renew_until_ms", "client_id")
+_OFFSET, _COMMITLOG, _SIZE, _SEQ = (attrgetter(name) for name in ("offset", "commitlog_offset", "size", "seq"))
+_FIRST = attrgetter("attempts", "message_group")
+
+
 def _pop_record(key: QueueKey, flights: list[InFlight], next_offset: int) -> Record:
     """The journal record of a pop. The flights of one pop share their pop time, invisible time, auto-renew, renew
-    deadline and client: those go once in ``c`` and each flight's row keeps the rest (a third of the bytes)."""
-    rec: Record = {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset}
-    if flights:
-        f0 = flights[0]
-        common = (f0.pop_time_ms, f0.invisible_ms, f0.auto_renew, f0.renew_until_ms, f0.client_id)
-        if all((f.pop_time_ms, f.invisible_ms, f.auto_renew, f.renew_until_ms, f.client_id) == common for f in flights):
-            rec["c"] = list(common)
-            rec["m"] = [[f.offset, f.commitlog_offset, f.size, f.seq, f.attempts, f.message_group] for f in flights]
-            return rec
-    rec["m"] = [flight_to_row(f) for f in flights]
-    return rec
+    deadline and client: those go once in ``c`` and each flight's row keeps the rest (a third of the bytes).
+
+    A pop of new messages (first attempt, no message group) at consecutive queue offsets with consecutive sequences
+    -- what a consumer draining a queue gets -- is a ``popc`` record instead: first offset, sequence and count, and
+    the commitlog offsets and sizes as one number each when contiguous and alike, else as lists. Every check is a
+    column compared whole, so the record costs a few calls, not a JSON row per message."""
+    if flights and len(set(map(_COMMON, flights))) == 1:
+        common = list(_COMMON(flights[0]))
+        columnar = _columns(flights)
+        if columnar is not None:
+            return {"t": "popc", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "c": common, **columnar}
+        rows = [[f.offset, f.commitlog_offset, f.size, f.seq, f.attempts, f.message_group] for f in flights]
+        return {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "c": common, "m": rows}
+    rows = list(map(flight_to_row, flights))
+    return {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "m": rows}
+
+
+def _columns(flights: list[InFlight]) -> Record | None:
+    """The ``popc`` fields of ``flights`` (sharing their common fields), or None when they do not fit it."""
+    n = len(flights)
+    offsets, seqs = list(map(_OFFSET, flights)), list(map(_SEQ, flights))
+    o0, s0 = offsets[0], seqs[0]
+    if set(map(_FIRST, flights)) != {(1, None)}:
+        return None  # redeliveries or FIFO groups: rows
+    if offsets != list(range(o0, o0 + n)) or seqs != list(range(s0, s0 + n)):
+        return None
+    commitlog, sizes = list(map(_COMMITLOG, flights)), list(map(_SIZE, flights))
+    contiguous = list(accumulate(sizes[:-1], initial=commitlog[0])) == commitlog
+    return {
+        "r": [o0, s0, n],
+        "cl": commitlog[0] if contiguous else commitlog,
+        "sz": sizes[0] if sizes.count(sizes[0]) == n else sizes,
+    }
+
+
+def _flights_from_columns(rec: Record) -> list[InFlight]:
+    """The flights of a ``popc`` record (``_columns`` read back)."""
+    o0, s0, n = rec["r"]
+    pop_time, invisible, auto_renew, until, client = rec["c"]
+    sizes = rec["sz"] if isinstance(rec["sz"], list) else [rec["sz"]] * n
+    cl = rec["cl"]
+    commitlog = cl if isinstance(cl, list) else list(accumulate(sizes[:-1], initial=cl))
+    if len(sizes) != n or len(commitlog) != n:
+        raise ValueError(f"popc record of {n} flights with {len(commitlog)} commitlog offsets, {len(sizes)} sizes")
+    return [
+        InFlight(o0 + i, commitlog[i], sizes[i], s0 + i, 1, pop_time, invisible, None, auto_renew, until, client)
+        for i in range(n)
+    ]
 
 
 def flight_from_row(row: list[Any]) -> InFlight:
@@ -188,6 +232,8 @@ class PopState:
                     for o, cl, sz, sq, att, grp in rec["m"]
                 ]
             self._apply_pop(qs, flights, int(rec["n"]))
+        elif kind == "popc":  # a drain's pop as columns (``_columns``)
+            self._apply_pop(qs, _flights_from_columns(rec), int(rec["n"]))
         elif kind == "ack":
             self._apply_acks(qs, (int(rec["o"]),))
         elif kind == "acks":  # one AckMessage's acks of one queue in one record

@@ -9,6 +9,7 @@ stream response.
 from __future__ import annotations
 
 import time
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -19,8 +20,9 @@ from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.grpc.receive import pop_request
 from broker.hookspecs import Action
-from broker.pop.receipt import encode_handles
+from broker.pop.receipt import encode_handle_columns
 from broker.pop.service import Popped, PopService
+from broker.pop.state import InFlight
 from orbitmq.errors import Code, MQError
 from orbitmq.proto import pop_pb2, pop_pb2_grpc
 
@@ -100,33 +102,47 @@ class PopServicer(pop_pb2_grpc.PopServicer):
         return await guarded("AckBatch", pop_pb2.AckBatchResponse, run, _status)
 
     def _response(self, pop: PopService, popped: list[Popped]) -> pop_pb2.ReceiveBatchResponse:
-        flights = [p.delivery.flight for p in popped]
-        parts, gone, corrupt = self.ctx.store.read_records([(f.offset, f.commitlog_offset, f.size) for f in flights])
+        flights = list(map(_FLIGHT, popped))
+        parts, gone, corrupt = self.ctx.store.read_records(list(map(_SPAN, flights)))
         # gone: retention removed their segment since the pop read the ConsumeQueue; corrupt: failed their CRC
         # (reported by the store). Neither can ever be delivered.
         if gone or corrupt:
             lost = set(gone) | set(corrupt)
             pop.drop_gone([popped[i] for i in sorted(lost)])
             popped = [p for i, p in enumerate(popped) if i not in lost]
+            flights = list(map(_FLIGHT, popped))
         if not parts:
             return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
         return pop_pb2.ReceiveBatchResponse(
             status=_status(Code.OK),
             count=len(popped),
             records=parts[0][1] if len(parts) == 1 else b"".join(part for _, part in parts),
-            receipt_handles=_handles(popped),
-            delivery_attempts=[p.delivery.flight.attempts for p in popped],
-            invisible_ms=popped[0].delivery.flight.invisible_ms,
+            receipt_handles=_handles(popped, flights),
+            delivery_attempts=list(map(_ATTEMPTS, flights)),
+            invisible_ms=flights[0].invisible_ms,
             delivery_timestamp_ms=int(time.time() * 1000),
         )
 
 
-def _handles(popped: list[Popped]) -> list[str]:
-    """The receipt handles of one pop's deliveries (one group and topic), encoded together."""
-    rows: list[tuple[int, int, int, int, int, int]] = []
-    add = rows.append
-    for p in popped:
-        key, f = p.delivery
-        add((key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms))
+# Field getters run by map() over a pop's deliveries: the per-message work stays in C.
+_FLIGHT = attrgetter("delivery.flight")
+_QUEUE_KEY = attrgetter("delivery.key")
+_SPAN = attrgetter("offset", "commitlog_offset", "size")  # what the store reads a record by
+_OFFSET, _COMMITLOG, _SEQ, _POP_TIME, _INVISIBLE, _ATTEMPTS = (
+    attrgetter(name) for name in ("offset", "commitlog_offset", "seq", "pop_time_ms", "invisible_ms", "attempts")
+)
+
+
+def _handles(popped: list[Popped], flights: list[InFlight]) -> list[str]:
+    """The receipt handles of one pop's deliveries (one group and topic; ``flights`` theirs), encoded together."""
     group, topic, _ = popped[0].delivery.key
-    return encode_handles(group, topic, rows)
+    return encode_handle_columns(
+        group,
+        topic,
+        map(itemgetter(2), map(_QUEUE_KEY, popped)),
+        map(_OFFSET, flights),
+        map(_COMMITLOG, flights),
+        map(_SEQ, flights),
+        map(_POP_TIME, flights),
+        map(_INVISIBLE, flights),
+    )

@@ -13,7 +13,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
+from typing import NamedTuple
 
 from broker.context import BrokerContext
 from broker.pop.config import PopConfig, PopInitMode, pop_config_from
@@ -42,6 +44,7 @@ _QUEUE_REPLACED = {
     GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
 }
 _SEQ = attrgetter("seq")
+_OFFSET = attrgetter("offset")
 _MESSAGE_GROUP = attrgetter("message_group")
 _SCANNABLE = {GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING}
 
@@ -83,8 +86,7 @@ class PopStats:
         return dict(self.__dict__)
 
 
-@dataclass
-class Popped:
+class Popped(NamedTuple):  # a tuple: one per popped message, built in C (``_make``)
     delivery: Delivery
     message: MessageExt | None  # decoded when the pop needed it (redelivery, FIFO group), else read when answered
 
@@ -412,6 +414,7 @@ class PopService:
                 continue
             flights.append(flight(f.offset, f.commitlog_offset, f.size, f.attempts + 1, f.message_group))
             messages[f.offset] = msg
+        redelivered = len(flights)  # the rest are first deliveries
         # 2) new messages from the pop offset on
         next_offset = qs.pop_offset
         room = want - len(flights)
@@ -433,6 +436,26 @@ class PopService:
                 self._committed.pop(key, None)
                 self._sync_offset(key)
                 return []
+            elif res.status in _SCANNABLE and not req.fifo and res.spans:
+                # No message groups to look at: the new flights are built from the spans' columns in one go.
+                next_offset = res.next_begin_offset
+                offsets, commitlog, sizes = zip(*res.spans, strict=True)
+                flights.extend(
+                    map(
+                        InFlight,
+                        offsets,
+                        commitlog,
+                        sizes,
+                        state.next_seqs(len(offsets)),
+                        repeat(1),
+                        repeat(now_ms),
+                        repeat(req.invisible_ms),
+                        repeat(None),
+                        repeat(req.auto_renew),
+                        repeat(renew_until),
+                        repeat(req.client_id),
+                    )
+                )
             elif res.status in _SCANNABLE:
                 next_offset = res.next_begin_offset
                 for queue_offset, phys, size in res.spans:
@@ -452,9 +475,10 @@ class PopService:
             return []
         deliveries = state.pop(key, flights, next_offset)
         self.stats.delivered += len(deliveries)
-        self.stats.redelivered += sum(1 for d in deliveries if d.flight.attempts > 1)
+        self.stats.redelivered += redelivered if deliveries else 0
         self._sync_offset(key)
-        return [Popped(d, messages.get(d.flight.offset)) for d in deliveries]
+        found = map(messages.get, map(_OFFSET, flights)) if messages else repeat(None)
+        return list(map(Popped._make, zip(deliveries, found, strict=False)))  # found may be endless
 
     async def _to_dlq(self, key: QueueKey, f: InFlight, msg: MessageExt) -> None:
         """Move a message to ``%DLQ%<group>`` and ack it; on a failed put it simply comes back later."""

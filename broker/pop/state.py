@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -134,6 +134,19 @@ class QueueState:
         self.inflight[flight.offset] = flight
         self.done.discard(flight.offset)
         self.track(flight)
+
+    def put_many(self, offsets: list[int], flights: list[InFlight]) -> None:
+        """``put`` of each flight (``offsets`` theirs), the dict and set updated whole."""
+        self.inflight.update(zip(offsets, flights, strict=True))
+        self.done.difference_update(offsets)
+        entries = [(f.pop_time_ms + f.invisible_ms, f.offset, f.seq) for f in flights]
+        timeline = self._timeline
+        if len(timeline) <= 4 * len(entries):  # a small heap: rebuilt in C for less than a push each
+            timeline.extend(entries)
+            heapq.heapify(timeline)
+        else:
+            for entry in entries:
+                heapq.heappush(timeline, entry)
 
     def track(self, flight: InFlight) -> None:
         heapq.heappush(self._timeline, (flight.visible_at_ms, flight.offset, flight.seq))
@@ -263,15 +276,13 @@ class PopState:
         qs._advance()
 
     def _apply_pop(self, qs: QueueState, flights: list[InFlight], nxt: int) -> None:
-        for flight in flights:
-            qs.put(flight)
-            if flight.seq > self.seq:
-                self.seq = flight.seq
+        offsets = list(map(_OFFSET, flights))
+        if flights:
+            qs.put_many(offsets, flights)
+            self.seq = max(self.seq, max(map(_SEQ, flights)))
         if nxt > qs.pop_offset:
-            delivered = {f.offset for f in flights}
-            for off in range(qs.pop_offset, nxt):
-                if off not in delivered:
-                    qs.done.add(off)  # filtered out by tag: acked on the server, like the reference
+            # filtered out by tag: acked on the server, like the reference
+            qs.done.update(set(range(qs.pop_offset, nxt)).difference(offsets))
             qs.pop_offset = nxt
 
     @staticmethod
@@ -295,6 +306,12 @@ class PopState:
     def next_seq(self) -> int:
         self.seq += 1
         return self.seq
+
+    def next_seqs(self, count: int) -> range:
+        """``count`` calls of ``next_seq`` at once."""
+        first = self.seq + 1
+        self.seq += count
+        return range(first, first + count)
 
     def next_visible_ms(self, keys: Iterable[QueueKey]) -> int | None:
         times = [t for k in keys if (qs := self.queues.get(k)) is not None and (t := qs.next_visible_ms()) is not None]
@@ -344,7 +361,7 @@ class PopState:
             return []
         self._apply_pop(qs, flights, next_offset)
         qs._advance()
-        return [Delivery(key, f) for f in flights]
+        return list(map(Delivery._make, zip(repeat(key), flights)))  # _make: tuple.__new__, no Python call each
 
     def ack(self, key: QueueKey, offset: int) -> None:
         self.record({"t": "ack", "g": key[0], "tp": key[1], "q": key[2], "o": offset})

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from operator import attrgetter
 from typing import NamedTuple
@@ -89,6 +90,10 @@ class PopStats:
 class Popped(NamedTuple):  # a tuple: one per popped message, built in C (``_make``)
     delivery: Delivery
     message: MessageExt | None  # decoded when the pop needed it (redelivery, FIFO group), else read when answered
+
+
+# Popped((delivery, message)) without a Python call per message (NamedTuple's __new__ and _make are Python code).
+_new_popped: Callable[[tuple[Delivery, MessageExt | None]], Popped] = partial(tuple.__new__, Popped)
 
 
 class PopService:
@@ -478,7 +483,7 @@ class PopService:
         self.stats.redelivered += redelivered if deliveries else 0
         self._sync_offset(key)
         found = map(messages.get, map(_OFFSET, flights)) if messages else repeat(None)
-        return list(map(Popped._make, zip(deliveries, found, strict=False)))  # found may be endless
+        return list(map(_new_popped, zip(deliveries, found, strict=False)))  # found may be endless
 
     async def _to_dlq(self, key: QueueKey, f: InFlight, msg: MessageExt) -> None:
         """Move a message to ``%DLQ%<group>`` and ack it; on a failed put it simply comes back later."""

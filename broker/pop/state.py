@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import accumulate, repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -216,6 +217,10 @@ class Delivery(NamedTuple):
         return encode_handle(key[0], key[1], key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms)
 
 
+# Delivery((key, flight)) without a Python call per message (NamedTuple's __new__ and _make are Python code).
+_new_delivery: Callable[[tuple[QueueKey, InFlight]], Delivery] = partial(tuple.__new__, Delivery)
+
+
 class PopState:
     """All queues' pop state; mutations go through ``record`` so the journal sink sees each one first."""
 
@@ -361,7 +366,7 @@ class PopState:
             return []
         self._apply_pop(qs, flights, next_offset)
         qs._advance()
-        return list(map(Delivery._make, zip(repeat(key), flights)))  # _make: tuple.__new__, no Python call each
+        return list(map(_new_delivery, zip(repeat(key), flights)))
 
     def ack(self, key: QueueKey, offset: int) -> None:
         self.record({"t": "ack", "g": key[0], "tp": key[1], "q": key[2], "o": offset})

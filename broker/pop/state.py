@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, repeat
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 from broker.pop.receipt import ReceiptHandle, encode_handle
@@ -59,50 +58,46 @@ def flight_to_row(f: InFlight) -> list[Any]:
     ]
 
 
-_COMMON = attrgetter("pop_time_ms", "invisible_ms", "auto_renew", "renew_until_ms", "client_id")
-_OFFSET, _COMMITLOG, _SIZE, _SEQ = (attrgetter(name) for name in ("offset", "commitlog_offset", "size", "seq"))
-_FIRST = attrgetter("attempts", "message_group")
-
-
-def _pop_record(key: QueueKey, flights: list[InFlight], next_offset: int) -> Record:
-    """The journal record of a pop. The flights of one pop share their pop time, invisible time, auto-renew, renew
-    deadline and client: those go once in ``c`` and each flight's row keeps the rest (a third of the bytes).
+def _pop_record(key: QueueKey, flights: list[InFlight], offsets: list[int], next_offset: int) -> Record:
+    """The journal record of a pop (``offsets``: the flights'). The flights of one pop share their pop time,
+    invisible time, auto-renew, renew deadline and client: those go once in ``c`` and each flight's row keeps the
+    rest (a third of the bytes).
 
     A pop of new messages (first attempt, no message group) at consecutive queue offsets with consecutive sequences
     -- what a consumer draining a queue gets -- is a ``popc`` record instead: first offset, sequence and count, and
-    the commitlog offsets and sizes as one number each when contiguous and alike, else as lists. Every check is a
-    column compared whole, so the record costs a few calls, not a JSON row per message."""
-    if flights and len(set(map(_COMMON, flights))) == 1:
-        common = list(_COMMON(flights[0]))
-        columnar = _columns(flights)
-        if columnar is not None:
-            return {"t": "popc", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "c": common, **columnar}
-        rows = [[f.offset, f.commitlog_offset, f.size, f.seq, f.attempts, f.message_group] for f in flights]
-        return {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "c": common, "m": rows}
-    rows = list(map(flight_to_row, flights))
-    return {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset, "m": rows}
-
-
-def _columns(flights: list[InFlight]) -> Record | None:
-    """The ``popc`` fields of ``flights`` (sharing their common fields), or None when they do not fit it."""
+    the commitlog offsets and sizes as one number each when contiguous and alike, else as lists. Each check is a
+    column (a list comprehension, the fastest attribute read here) compared whole, not a JSON row per message."""
+    head: Record = {"t": "pop", "g": key[0], "tp": key[1], "q": key[2], "n": next_offset}
+    if not flights:
+        return {**head, "m": []}
     n = len(flights)
-    offsets, seqs = list(map(_OFFSET, flights)), list(map(_SEQ, flights))
-    o0, s0 = offsets[0], seqs[0]
-    if set(map(_FIRST, flights)) != {(1, None)}:
-        return None  # redeliveries or FIFO groups: rows
-    if offsets != list(range(o0, o0 + n)) or seqs != list(range(s0, s0 + n)):
-        return None
-    commitlog, sizes = list(map(_COMMITLOG, flights)), list(map(_SIZE, flights))
-    contiguous = list(accumulate(sizes[:-1], initial=commitlog[0])) == commitlog
-    return {
-        "r": [o0, s0, n],
-        "cl": commitlog[0] if contiguous else commitlog,
-        "sz": sizes[0] if sizes.count(sizes[0]) == n else sizes,
-    }
+    f0 = flights[0]
+    common = (f0.pop_time_ms, f0.invisible_ms, f0.auto_renew, f0.renew_until_ms, f0.client_id)
+    shared = [(f.pop_time_ms, f.invisible_ms, f.auto_renew, f.renew_until_ms, f.client_id) for f in flights]
+    if shared.count(common) != n:
+        return {**head, "m": [flight_to_row(f) for f in flights]}
+    o0, s0 = offsets[0], f0.seq
+    if (
+        [(f.attempts, f.message_group) for f in flights].count((1, None)) == n
+        and offsets == list(range(o0, o0 + n))
+        and [f.seq for f in flights] == list(range(s0, s0 + n))
+    ):
+        commitlog, sizes = [f.commitlog_offset for f in flights], [f.size for f in flights]
+        contiguous = list(accumulate(sizes[:-1], initial=commitlog[0])) == commitlog
+        return {
+            **head,
+            "t": "popc",
+            "c": list(common),
+            "r": [o0, s0, n],
+            "cl": commitlog[0] if contiguous else commitlog,
+            "sz": sizes[0] if sizes.count(sizes[0]) == n else sizes,
+        }
+    rows = [[f.offset, f.commitlog_offset, f.size, f.seq, f.attempts, f.message_group] for f in flights]
+    return {**head, "c": list(common), "m": rows}
 
 
 def _flights_from_columns(rec: Record) -> list[InFlight]:
-    """The flights of a ``popc`` record (``_columns`` read back)."""
+    """The flights of a ``popc`` record (``_pop_record``'s columns read back)."""
     o0, s0, n = rec["r"]
     pop_time, invisible, auto_renew, until, client = rec["c"]
     sizes = rec["sz"] if isinstance(rec["sz"], list) else [rec["sz"]] * n
@@ -280,11 +275,13 @@ class PopState:
             raise ValueError(f"unknown pop journal record type {kind!r}")
         qs._advance()
 
-    def _apply_pop(self, qs: QueueState, flights: list[InFlight], nxt: int) -> None:
-        offsets = list(map(_OFFSET, flights))
+    def _apply_pop(self, qs: QueueState, flights: list[InFlight], nxt: int, offsets: list[int] | None = None) -> None:
+        """A pop's flights into ``qs`` (``offsets``: theirs, when the caller has them)."""
+        if offsets is None:
+            offsets = [f.offset for f in flights]
         if flights:
             qs.put_many(offsets, flights)
-            self.seq = max(self.seq, max(map(_SEQ, flights)))
+            self.seq = max(self.seq, max([f.seq for f in flights]))
         if nxt > qs.pop_offset:
             # filtered out by tag: acked on the server, like the reference
             qs.done.update(set(range(qs.pop_offset, nxt)).difference(offsets))
@@ -358,13 +355,14 @@ class PopState:
 
     def pop(self, key: QueueKey, flights: list[InFlight], next_offset: int) -> list[Delivery]:
         """Record deliveries (new or redelivered) and that offsets below ``next_offset`` were looked at."""
+        offsets = [f.offset for f in flights]
         if self.sink is not None:
-            self.sink(_pop_record(key, flights, next_offset))
+            self.sink(_pop_record(key, flights, offsets, next_offset))
         # What apply() does with this record, on the flight objects themselves (no second copy from the rows).
         qs = self.queues.get(key)
         if qs is None:
             return []
-        self._apply_pop(qs, flights, next_offset)
+        self._apply_pop(qs, flights, next_offset, offsets)
         qs._advance()
         return list(map(_new_delivery, zip(repeat(key), flights)))
 

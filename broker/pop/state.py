@@ -6,7 +6,7 @@ Every change is a journal record applied by ``PopState.apply``, so recovery repl
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, repeat
@@ -157,6 +157,14 @@ class QueueState:
             self._timeline = timeline
 
     def _advance(self) -> None:
+        done, start = self.done, self.ack_offset
+        if start not in done:
+            return
+        # Acks in order leave one run of done offsets from ack_offset on: checked and dropped whole, in C.
+        run = range(start, min(start + len(done), self.pop_offset))
+        if done.issuperset(run):
+            done.difference_update(run)
+            self.ack_offset = run.stop
         while self.ack_offset < self.pop_offset and self.ack_offset in self.done:
             self.done.discard(self.ack_offset)
             self.ack_offset += 1
@@ -288,12 +296,11 @@ class PopState:
             qs.pop_offset = nxt
 
     @staticmethod
-    def _apply_acks(qs: QueueState, offsets: Iterable[int]) -> None:
-        inflight, done, low, high = qs.inflight, qs.done, qs.ack_offset, qs.pop_offset
+    def _apply_acks(qs: QueueState, offsets: Sequence[int]) -> None:
+        inflight = qs.inflight
         for off in offsets:
             inflight.pop(off, None)
-            if low <= off < high:
-                done.add(off)
+        qs.done.update(filter(range(qs.ack_offset, qs.pop_offset).__contains__, offsets))
         qs.prune_timeline()
 
     def record(self, rec: Record) -> None:

@@ -87,7 +87,7 @@ class PopStats:
         return dict(self.__dict__)
 
 
-class Popped(NamedTuple):  # a tuple: one per popped message, built in C (``_make``)
+class Popped(NamedTuple):  # a tuple: one per popped message, built in C (``_new_popped``)
     delivery: Delivery
     message: MessageExt | None  # decoded when the pop needed it (redelivery, FIFO group), else read when answered
 

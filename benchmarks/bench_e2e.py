@@ -380,12 +380,15 @@ async def bench_receive_ack(addr: str, topic: str, batch: int, receivers: int) -
     return {"messages": total, "batch": batch, "receivers": receivers, "msgs_per_s": round(total / elapsed)}
 
 
-async def bench_receive_batch_ack(addr: str, topic: str, batch: int, receivers: int) -> dict[str, Any]:
+async def bench_receive_batch_ack(
+    addr: str, topic: str, batch: int, receivers: int, transport: str = "grpc", group: str | None = None
+) -> dict[str, Any]:
     """Drain a topic with Pop/ReceiveBatch + one Pop/AckBatch per batch, as the oms receive/ack consumers do; the
-    records are decoded (a consumer reads its messages)."""
+    records are decoded (a consumer reads its messages). ``transport`` carries the calls: gRPC, or the frame
+    transport the oms consumers use by default; ``group`` defaults to one per batch size (each drains it all)."""
     meta = (("x-mq-client-id", f"bench-receive-batch-{batch}"), ("x-mq-language", "PYTHON"))
-    group = f"bench-receive-batch-{batch}"
-    async with grpc.aio.insecure_channel(addr, options=OPTIONS) as ch:
+    group = group or f"bench-receive-batch-{batch}"
+    async with unary_channel(addr, transport) as ch:
         pop = pop_pb2_grpc.PopStub(ch)
         counts = [0] * receivers
 
@@ -415,6 +418,7 @@ async def bench_receive_batch_ack(addr: str, topic: str, batch: int, receivers: 
     total = sum(counts)
     return {
         "rpc": "Pop/ReceiveBatch + Pop/AckBatch",
+        "transport": transport,
         "messages": total,
         "batch": batch,
         "receivers": receivers,
@@ -599,6 +603,40 @@ def bench_stream_ceiling(n: int) -> dict[str, Any]:
     return {"messages": n, "msgs_per_s": round(float(out.stdout.strip()))}
 
 
+def bench_receive_batch_transports(addr: str, topic: str, rounds: int = 3) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ReceiveBatch 256 + AckBatch draining ``topic`` over gRPC and over frames (what the oms consumers use),
+    alternated round by round, a group per drain (each receives and acks every message); the median round of each
+    (one drain moves a lot with the machine's load)."""
+    runs: dict[str, list[dict[str, Any]]] = {"grpc": [], "frames": []}
+    for r in range(rounds):
+        for t in ("grpc", "frames") if r % 2 == 0 else ("frames", "grpc"):
+            group = f"bench-receive-batch-256-{t}-{r}"
+            runs[t].append(asyncio.run(bench_receive_batch_ack(addr, topic, 256, 4, transport=t, group=group)))
+
+    def median(t: str) -> dict[str, Any]:
+        ordered = sorted(runs[t], key=lambda run: run["msgs_per_s"])
+        return {**ordered[len(ordered) // 2], "rounds": [run["msgs_per_s"] for run in runs[t]]}
+
+    return median("grpc"), median("frames")
+
+
+def receive_ratios(peers: dict[str, Any], grpc_rate: float, frames_rate: float) -> dict[str, Any]:
+    """Per peer: its consume-with-ack rate and ReceiveBatch + AckBatch's over gRPC and over frames divided by it
+    (> 1: OrbitMQ faster); a peer that did not run is reported with why."""
+    out: dict[str, Any] = {}
+    for name, peer in peers["peers"].items():
+        if peer["status"] != "ok":
+            out[name] = f"{peer['status']}: {peer['reason']}"
+            continue
+        consume = peer["consume"]["msgs_per_s"]
+        out[name] = {
+            "consume_msgs_per_s": consume,
+            "grpc": round(grpc_rate / consume, 2) if consume else None,
+            "frames": round(frames_rate / consume, 2) if consume else None,
+        }
+    return out
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     n_official = 300 if quick else 2000
     n_batched = 20_000 if quick else 200_000
@@ -617,7 +655,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             receive_ack = asyncio.run(bench_receive_ack(broker.addr, "BenchBatchT", 32, 4))
             # The same 200k messages drained twice by two groups: batches of 32 (v2's cap) and 256.
             receive_batch = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchSendBatchT", 32, 4))
-            receive_batch_256 = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchSendBatchT", 256, 4))
+            receive_batch_256, receive_batch_256_frames = bench_receive_batch_transports(broker.addr, "BenchSendBatchT")
             receive_batch_256_cq = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchBatchCQT", 256, 4))
             seconds = 2.0 if quick else 5.0
             latency_low = asyncio.run(bench_latency(broker.addr, "BenchLat1kT", 1_000, seconds))
@@ -647,6 +685,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "receive_ack_consume_msgs_per_s": receive_ack["msgs_per_s"],
         "receive_batch_ack_consume_msgs_per_s": receive_batch["msgs_per_s"],
         "receive_batch_256_ack_consume_msgs_per_s": receive_batch_256["msgs_per_s"],
+        "receive_batch_256_ack_frames_consume_msgs_per_s": receive_batch_256_frames["msgs_per_s"],
         "receive_batch_256_ack_batch_cq_consume_msgs_per_s": receive_batch_256_cq["msgs_per_s"],
         "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
@@ -674,6 +713,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         frames["pull_batch_frames_msgs_per_s"],
         frames["latency_frames_ms_p99"],
     )
+    # Issue 22: ReceiveBatch 256 + AckBatch against each peer's consume with acks, over gRPC and over frames.
+    summary["receive_batch_256_ack_over_peer_consume"] = receive_ratios(
+        peers, receive_batch_256["msgs_per_s"], receive_batch_256_frames["msgs_per_s"]
+    )
     # BatchCQ keeps per-message offsets, consumption and acks, but not a per-message key index: compared apart.
     summary["peers_batch_cq"] = bench_peers.compare(peers, send_batch_cq["msgs_per_s"], pull_batch_cq["msgs_per_s"])
     return {
@@ -690,6 +733,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "receive_ack": receive_ack,
         "receive_batch_ack": receive_batch,
         "receive_batch_256_ack": receive_batch_256,
+        "receive_batch_256_ack_frames": receive_batch_256_frames,
         "grpc_stream_ceiling": ceiling,
         "latency_1k": latency_low,
         "latency": latency,

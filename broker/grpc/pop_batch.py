@@ -19,8 +19,9 @@ from broker.context import BrokerContext
 from broker.grpc.errors import guarded
 from broker.grpc.receive import pop_request
 from broker.hookspecs import Action
-from broker.pop.receipt import encode_handles
+from broker.pop.receipt import encode_handle_columns
 from broker.pop.service import Popped, PopService
+from broker.pop.state import InFlight
 from orbitmq.errors import Code, MQError
 from orbitmq.proto import pop_pb2, pop_pb2_grpc
 
@@ -108,25 +109,31 @@ class PopServicer(pop_pb2_grpc.PopServicer):
             lost = set(gone) | set(corrupt)
             pop.drop_gone([popped[i] for i in sorted(lost)])
             popped = [p for i, p in enumerate(popped) if i not in lost]
+            flights = [p.delivery.flight for p in popped]
         if not parts:
             return pop_pb2.ReceiveBatchResponse(status=_status(Code.MESSAGE_NOT_FOUND, "no new message"))
         return pop_pb2.ReceiveBatchResponse(
             status=_status(Code.OK),
             count=len(popped),
             records=parts[0][1] if len(parts) == 1 else b"".join(part for _, part in parts),
-            receipt_handles=_handles(popped),
-            delivery_attempts=[p.delivery.flight.attempts for p in popped],
-            invisible_ms=popped[0].delivery.flight.invisible_ms,
+            receipt_handles=_handles(popped, flights),
+            delivery_attempts=[f.attempts for f in flights],
+            invisible_ms=flights[0].invisible_ms,
             delivery_timestamp_ms=int(time.time() * 1000),
         )
 
 
-def _handles(popped: list[Popped]) -> list[str]:
-    """The receipt handles of one pop's deliveries (one group and topic), encoded together."""
-    rows: list[tuple[int, int, int, int, int, int]] = []
-    add = rows.append
-    for p in popped:
-        key, f = p.delivery
-        add((key[2], f.offset, f.commitlog_offset, f.seq, f.pop_time_ms, f.invisible_ms))
+def _handles(popped: list[Popped], flights: list[InFlight]) -> list[str]:
+    """The receipt handles of one pop's deliveries (one group and topic; ``flights`` theirs), encoded together.
+    The columns are list comprehensions: reading one attribute each, they beat ``map(attrgetter)`` here."""
     group, topic, _ = popped[0].delivery.key
-    return encode_handles(group, topic, rows)
+    return encode_handle_columns(
+        group,
+        topic,
+        [p.delivery.key[2] for p in popped],
+        [f.offset for f in flights],
+        [f.commitlog_offset for f in flights],
+        [f.seq for f in flights],
+        [f.pop_time_ms for f in flights],
+        [f.invisible_ms for f in flights],
+    )

@@ -11,14 +11,18 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
+from operator import attrgetter
+from typing import NamedTuple
 
 from broker.context import BrokerContext
 from broker.pop.config import PopConfig, PopInitMode, pop_config_from
 from broker.pop.dlq import DLQ_NUMS_PER_GROUP, dead_letter
 from broker.pop.journal import PopJournal
-from broker.pop.receipt import ReceiptHandle, check_scope, decode, decode_for
+from broker.pop.receipt import ReceiptHandle, ack_keys_for, check_scope, decode, decode_for
 from broker.pop.state import Delivery, InFlight, PopState, QueueKey
 from broker.store.message import MessageExt
 from broker.store.results import GetMessageStatus, MessageFilter
@@ -40,6 +44,9 @@ _QUEUE_REPLACED = {
     GetMessageStatus.NO_MESSAGE_IN_QUEUE,
     GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
 }
+_SEQ = attrgetter("seq")
+_OFFSET = attrgetter("offset")
+_MESSAGE_GROUP = attrgetter("message_group")
 _SCANNABLE = {GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING}
 
 
@@ -80,10 +87,13 @@ class PopStats:
         return dict(self.__dict__)
 
 
-@dataclass
-class Popped:
+class Popped(NamedTuple):  # a tuple: one per popped message, built in C (``_new_popped``)
     delivery: Delivery
     message: MessageExt | None  # decoded when the pop needed it (redelivery, FIFO group), else read when answered
+
+
+# Popped((delivery, message)) without a Python call per message (NamedTuple's __new__ and _make are Python code).
+_new_popped: Callable[[tuple[Delivery, MessageExt | None]], Popped] = partial(tuple.__new__, Popped)
 
 
 class PopService:
@@ -409,6 +419,7 @@ class PopService:
                 continue
             flights.append(flight(f.offset, f.commitlog_offset, f.size, f.attempts + 1, f.message_group))
             messages[f.offset] = msg
+        redelivered = len(flights)  # the rest are first deliveries
         # 2) new messages from the pop offset on
         next_offset = qs.pop_offset
         room = want - len(flights)
@@ -430,6 +441,26 @@ class PopService:
                 self._committed.pop(key, None)
                 self._sync_offset(key)
                 return []
+            elif res.status in _SCANNABLE and not req.fifo and res.spans:
+                # No message groups to look at: the new flights are built from the spans' columns in one go.
+                next_offset = res.next_begin_offset
+                offsets, commitlog, sizes = zip(*res.spans, strict=True)
+                flights.extend(
+                    map(
+                        InFlight,
+                        offsets,
+                        commitlog,
+                        sizes,
+                        state.next_seqs(len(offsets)),
+                        repeat(1),
+                        repeat(now_ms),
+                        repeat(req.invisible_ms),
+                        repeat(None),
+                        repeat(req.auto_renew),
+                        repeat(renew_until),
+                        repeat(req.client_id),
+                    )
+                )
             elif res.status in _SCANNABLE:
                 next_offset = res.next_begin_offset
                 for queue_offset, phys, size in res.spans:
@@ -449,9 +480,10 @@ class PopService:
             return []
         deliveries = state.pop(key, flights, next_offset)
         self.stats.delivered += len(deliveries)
-        self.stats.redelivered += sum(1 for d in deliveries if d.flight.attempts > 1)
+        self.stats.redelivered += redelivered if deliveries else 0
         self._sync_offset(key)
-        return [Popped(d, messages.get(d.flight.offset)) for d in deliveries]
+        found = map(messages.get, map(_OFFSET, flights)) if messages else repeat(None)
+        return list(map(_new_popped, zip(deliveries, found, strict=False)))  # found may be endless
 
     async def _to_dlq(self, key: QueueKey, f: InFlight, msg: MessageExt) -> None:
         """Move a message to ``%DLQ%<group>`` and ack it; on a failed put it simply comes back later."""
@@ -502,6 +534,9 @@ class PopService:
         validate_topic(topic, allow_system=True)
         if not handles:
             raise MQError(Code.BAD_REQUEST, "receipt_handles is empty: an ack needs at least one receipt handle")
+        keys = ack_keys_for(handles, group, topic)
+        if keys is not None and self._ack_current(group, topic, keys):
+            return {}
         failures: dict[int, MQError] = {}
         by_queue: dict[QueueKey, list[int]] = {}
         seen: set[tuple[QueueKey, int]] = set()
@@ -526,6 +561,30 @@ class PopService:
         for key in fifo_queues:
             self._visibility_changed(key)  # FIFO: the next message of these groups may go now
         return failures
+
+    def _ack_current(self, group: str, topic: str, keys: list[tuple[int, int, int]]) -> bool:
+        """Ack the lot when every (queue_id, queue_offset, seq) names one queue's current delivery, each once (what
+        a consumer acking what it just received sends): checked as columns, with no object or check call per
+        handle. False, with nothing changed, otherwise: the caller then checks them one by one to say which fail."""
+        queue_ids, offsets, seqs = zip(*keys, strict=True)
+        if queue_ids.count(queue_ids[0]) != len(queue_ids) or len(set(offsets)) != len(offsets):
+            return False
+        key = (group, topic, queue_ids[0])
+        qs = self.state.queue(key)
+        if qs is None:
+            return False
+        try:
+            flights = list(map(qs.inflight.__getitem__, offsets))
+        except KeyError:  # one of them is not in flight
+            return False
+        if tuple(map(_SEQ, flights)) != seqs:  # one of them was redelivered or changed since
+            return False
+        self.state.ack_many(key, list(offsets))
+        self._sync_offset(key)
+        self.stats.acked += len(offsets)
+        if any(map(_MESSAGE_GROUP, flights)):
+            self._visibility_changed(key)  # FIFO: the next message of these groups may go now
+        return True
 
     def _check_ack(self, handle: ReceiptHandle, pending: set[tuple[QueueKey, int]]) -> tuple[QueueKey, int, bool]:
         """The queue and offset a handle acks, refused if not in flight or already acked earlier in the request."""

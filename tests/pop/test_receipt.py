@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.pop.receipt import ReceiptHandle, decode, decode_for, encode_handles
+from broker.pop.receipt import ReceiptHandle, ack_keys_for, decode, decode_for, encode_handles
 from orbitmq.errors import Code, MQError
 
 i64 = st.integers(min_value=0, max_value=2**63 - 1)
@@ -82,6 +82,40 @@ def test_bulk_encode_and_decode_match_one_by_one(rows, group, topic):
     texts = encode_handles(group, topic, rows)
     assert texts == [h.encode() for h in handles]
     assert decode_for(texts, group, topic) == handles
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 2**31 - 1), i64, i64, i64, i64, i64), min_size=1, max_size=40),
+    group=st.text(min_size=1, max_size=40),
+    topic=st.text(min_size=1, max_size=40),
+)
+def test_ack_keys_are_the_queue_offset_and_seq_decode_for_finds(rows, group, topic):
+    texts = encode_handles(group, topic, rows)
+    assert ack_keys_for(texts, group, topic) == [
+        (h.queue_id, h.queue_offset, h.seq) for h in decode_for(texts, group, topic)
+    ]
+    assert ack_keys_for(texts, group + "x", topic) is None
+
+
+def test_ack_keys_need_every_handle_well_formed_for_the_group_and_topic():
+    """One handle that ``decode_for`` would not decode to a handle of the group and topic: no keys at all (the
+    caller checks one by one); and no handle outside [0, 2**63) gets through as keys."""
+    good = [ReceiptHandle("g", "t", 1, i, 10 + i, 5, 1000, 2000).encode() for i in range(4)]
+    other_topic = ReceiptHandle("g", "u", 1, 9, 9, 9, 9, 9).encode()
+    damaged = good[1][:10] + "*" + good[1][11:]
+    padded = good[2][:70] + "==" + good[2][72:]
+    v1 = _v1(ReceiptHandle("g", "t", 1, 7, 17, 5, 1000, 2000))
+    for bad in (other_topic, damaged, padded, "garbage", v1, ""):
+        assert ack_keys_for([*good[:2], bad, *good[2:]], "g", "t") is None
+    assert ack_keys_for([], "g", "t") is None
+    for field in range(4):  # queue_id, queue_offset, commitlog_offset, seq
+        values = [1, 2, 3, 4]
+        values[field] = -1
+        negative = encode_handles("g", "t", [(*values, 1000, 2000)])
+        assert isinstance(decode_for(negative, "g", "t")[0], MQError)
+        assert ack_keys_for(negative, "g", "t") is None
+    assert ack_keys_for(good, "g", "t") == [(1, i, 5) for i in range(4)]
 
 
 def test_decode_for_refuses_each_bad_handle_with_its_reason():

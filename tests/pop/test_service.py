@@ -504,3 +504,28 @@ def test_fifo_receive_pops_every_queue_whatever_queue_the_request_names(tmp_path
         assert bodies(nxt) == [b"a3"]
 
     run(tmp_path, body)
+
+
+def test_ack_of_one_queue_with_one_stale_handle_acks_the_others(tmp_path):
+    """Well-formed handles of one queue take the column check; one stale (its invisible time changed since) or
+    repeated among them sends the lot through the one-by-one checks: only that one is refused, the rest acked."""
+
+    async def body(core: Core) -> None:
+        core.topic(T, queues=1)
+        for i in range(6):
+            core.put(T, f"s{i}".encode(), queue_id=0)
+        st, msgs, _ = await receive(core, receive_request(G, T, batch=6))
+        assert st.code == Code.OK and len(msgs) == 6
+        handles = [m.system_properties.receipt_handle for m in msgs]
+        changed = await core.receiver.change_invisible_duration(change_request(G, T, handles[2], 60_000))
+        assert changed.status.code == Code.OK
+        failures = core.pop.ack_handles(G, T, handles[:4])
+        assert list(failures) == [2] and "expired" in failures[2].message
+        assert sorted(core.pop.state.queues[(G, T, 0)].inflight) == [2, 4, 5]
+        failures = core.pop.ack_handles(G, T, [handles[4], changed.receipt_handle, handles[4]])
+        assert list(failures) == [2] and "twice" in failures[2].message
+        assert core.pop.ack_handles(G, T, [handles[5]]) == {}
+        assert not core.pop.state.queues[(G, T, 0)].inflight
+        assert core.ctx.offsets.offsets_of(G, T)[0] == 6
+
+    run(tmp_path, body)

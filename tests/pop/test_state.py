@@ -115,6 +115,45 @@ def test_pop_records_hoist_shared_fields_and_replay_either_form():
     assert replayed.queues[KEY].inflight[1].message_group == "G"
 
 
+def test_drain_pops_are_columns_and_replay_like_rows():
+    """A pop of new messages at consecutive offsets and sequences is journaled as columns (``popc``): commitlog
+    offsets and sizes as one number when contiguous and alike, else as lists. Each form replays to the state the
+    live pop built, and anything else (a redelivery, a gap in the offsets) keeps rows."""
+    log: list[Record] = []
+    st = PopState(sink=log.append)
+    st.init_queue(KEY, 0)
+
+    def new(offset: int, commitlog: int, size: int) -> InFlight:
+        return InFlight(offset, commitlog, size, st.next_seq(), 1, 70, 1000, None, True, 900, "client-1")
+
+    st.pop(KEY, [new(o, 1000 + 40 * o, 40) for o in range(4)], 4)  # contiguous, alike
+    st.pop(KEY, [new(4, 2000, 40), new(5, 2040, 41), new(6, 2081, 39)], 7)  # contiguous, sizes differ
+    st.pop(KEY, [new(7, 3000, 40), new(8, 5000, 40)], 9)  # a gap in the commitlog
+    st.pop(KEY, [new(9, 6000, 40), new(11, 6040, 40)], 12)  # a gap in the queue offsets (a filter)
+    redelivered = st.queues[KEY].inflight[0]
+    again = InFlight(0, redelivered.commitlog_offset, 40, st.next_seq(), 2, 80, 1000, None, True, 900, "client-1")
+    st.pop(KEY, [again], 12)
+    alike, sizes, gap, skipped, redelivery = log[1:]
+    assert alike["t"] == "popc" and alike["r"] == [0, 1, 4] and alike["cl"] == 1000 and alike["sz"] == 40
+    assert alike["c"] == [70, 1000, True, 900, "client-1"]
+    assert sizes["t"] == "popc" and sizes["cl"] == 2000 and sizes["sz"] == [40, 41, 39]
+    assert gap["t"] == "popc" and gap["cl"] == [3000, 5000] and gap["sz"] == 40
+    assert skipped["t"] == "pop" and redelivery["t"] == "pop"
+    replayed = PopState()
+    for rec in log:
+        replayed.apply(rec)
+    assert replayed.to_snapshot() == st.to_snapshot() and replayed.seq == st.seq
+    assert replayed.queues[KEY].done == st.queues[KEY].done == {10}
+
+
+def test_a_popc_record_that_does_not_add_up_is_refused():
+    st = PopState()
+    st.init_queue(KEY, 0)
+    rec: Record = {"t": "popc", "g": "g", "tp": "t", "q": 0, "n": 3, "c": [1, 2, False, 0, ""], "r": [0, 1, 3]}
+    with pytest.raises(ValueError, match="popc record of 3 flights"):
+        st.apply({**rec, "cl": 10, "sz": [5, 5]})
+
+
 def test_acked_flights_leave_no_timeline_behind():
     """Acks leave their timeline entries until due; with long invisible times they must not pile up."""
     from broker.pop.state import TIMELINE_SLACK

@@ -13,6 +13,7 @@ ops = st.lists(
     st.one_of(
         st.tuples(st.just("pop"), st.integers(0, 4), st.integers(0, 3)),  # deliver up to n new, skip m filtered
         st.tuples(st.just("ack"), st.integers(0, 50), st.just(0)),
+        st.tuples(st.just("acks"), st.integers(0, 50), st.integers(1, 8)),  # one AckBatch of b in-flight offsets
         st.tuples(st.just("chg"), st.integers(0, 50), st.integers(0, 2000)),
         st.tuples(st.just("redeliver"), st.integers(0, 50), st.just(0)),
         st.tuples(st.just("reset"), st.integers(0, 60), st.just(0)),
@@ -37,6 +38,10 @@ def test_invariants_and_replay(sequence):
             s.pop(KEY, flights, start + b + a)
         elif kind == "ack" and qs.inflight:
             s.ack(KEY, sorted(qs.inflight)[a % len(qs.inflight)])
+        elif kind == "acks" and qs.inflight:
+            live = sorted(qs.inflight)
+            first = a % len(live)
+            s.ack_many(KEY, live[first : first + b])
         elif kind == "chg" and qs.inflight:
             s.change(KEY, sorted(qs.inflight)[a % len(qs.inflight)], now, b, new_seq=True, auto_renew=False)
         elif kind == "redeliver" and qs.inflight:

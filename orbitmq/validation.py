@@ -56,7 +56,8 @@ class MessageKind(StrEnum):
 _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
 
 
-def _has_control(s: str) -> bool:
+def has_control(s: str) -> bool:
+    """Whether ``s`` has a control character (names and values of every kind refuse them)."""
     return _CONTROL_CHAR.search(s) is not None
 
 
@@ -89,7 +90,7 @@ def validate_tag(tag: str) -> None:
         raise MQError(Code.ILLEGAL_MESSAGE_TAG, "tag is blank")
     if "|" in tag:
         raise MQError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains '|'")
-    if _has_control(tag):
+    if has_control(tag):
         raise MQError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains control characters")
 
 
@@ -97,7 +98,7 @@ def validate_keys(keys: Iterable[str]) -> None:
     for key in keys:
         if not key.strip():
             raise MQError(Code.ILLEGAL_MESSAGE_KEY, "message key is blank")
-        if _has_control(key):
+        if has_control(key):
             raise MQError(Code.ILLEGAL_MESSAGE_KEY, f"message key {key!r} contains control characters")
 
 
@@ -108,7 +109,7 @@ def validate_message_group(group: str) -> None:
         raise MQError(
             Code.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than {MAX_MESSAGE_GROUP_LENGTH} bytes"
         )
-    if _has_control(group):
+    if has_control(group):
         raise MQError(Code.ILLEGAL_MESSAGE_GROUP, "message group contains control characters")
 
 
@@ -132,7 +133,7 @@ def validate_user_properties(props: Mapping[str, str]) -> int:
             raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "user property key is blank")
         if key in mc.SYSTEM_PROPERTY_KEYS:
             raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property key {key!r} is reserved by the system")
-        if _has_control(key) or _has_control(value):
+        if has_control(key) or has_control(value):
             raise MQError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"user property {key!r} contains control characters")
         size += len(key.encode("utf-8")) + len(value.encode("utf-8"))
     return size

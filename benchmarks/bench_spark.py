@@ -119,11 +119,48 @@ def _discard_sink() -> Any:
     return DiscardSink
 
 
-def _timed_write(frame: Any, rows: int, fmt: str, **options: str) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # gone: it counted until its last reading
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _spark_processes() -> dict[int, str]:
+    """The local session's processes by role: Spark's Python workers and its JVM."""
+    roles: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"pyspark.daemon pyspark.worker" in args:
+            roles[int(entry.name)] = "python_workers"
+        elif b"java" in args and b"spark" in args:
+            roles[int(entry.name)] = "jvm"
+    return roles
+
+
+def _timed_write(frame: Any, rows: int, fmt: str, broker_pid: int, **options: str) -> dict[str, Any]:
+    """Rows/s of a batch write, and each side's CPU per row: where a write's time goes on a shared 2-core machine."""
+    before = {**_spark_processes(), broker_pid: "broker"}
+    cpu0 = {pid: _cpu_s(pid) for pid in before}
     t0 = time.perf_counter()
     frame.write.format(fmt).options(**options).mode("append").save()
     elapsed = time.perf_counter() - t0
-    return {"rows": rows, "rows_per_s": round(rows / elapsed), "wall_s": round(elapsed, 2)}
+    cpu: dict[str, float] = {}
+    for pid, role in {**before, **_spark_processes()}.items():
+        cpu[role] = cpu.get(role, 0.0) + max(0.0, _cpu_s(pid) - cpu0.get(pid, 0.0))
+    return {
+        "rows": rows,
+        "rows_per_s": round(rows / elapsed),
+        "wall_s": round(elapsed, 2),
+        "cpu_us_per_row": {role: round(seconds / rows * 1e6, 2) for role, seconds in sorted(cpu.items())},
+    }
 
 
 def _session() -> Any:
@@ -212,10 +249,16 @@ def run(quick: bool = False) -> dict[str, Any]:
                 out.cache().count()  # the rows exist before the clock starts: only the sink is timed
                 spark_write.append(
                     _timed_write(
-                        out, n_write, "rocketmq", endpoints=broker.addr, topic=f"BenchSparkWrite{r}", batchSize="1024"
+                        out,
+                        n_write,
+                        "rocketmq",
+                        broker.proc.pid,
+                        endpoints=broker.addr,
+                        topic=f"BenchSparkWrite{r}",
+                        batchSize="1024",
                     )
                 )
-                write_floor.append(_timed_write(out, n_write, "rocketmq_bench_discard"))
+                write_floor.append(_timed_write(out, n_write, "rocketmq_bench_discard", broker.proc.pid))
                 out.unpersist()
         finally:
             broker.stop()
@@ -239,6 +282,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         "batch_write_rows_per_s": round(write_med),
         "raw_send_batch_msgs_per_s": round(send_med),
         "write_ratio_over_raw_send_batch": round(write_med / send_med, 3),
+        "write_cpu_us_per_row": {
+            role: median([w["cpu_us_per_row"].get(role, 0.0) for w in spark_write])
+            for role in ("broker", "python_workers", "jvm")
+        },
         "write_floor_rows_per_s": round(write_floor_med),
         "write_ratio_over_floor": round(write_med / write_floor_med, 3),
         "read_goal_rows_per_s": READ_GOAL_ROWS_PER_S,

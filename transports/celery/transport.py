@@ -766,7 +766,10 @@ class Transport(virtual.Transport):
         self._touched: dict[str, float] = {}  # queue -> monotonic time of the last touch
         self._ready: deque[tuple[RocketMQChannel, str, dict[str, Any]]] = deque()
         self._ready_cond = threading.Condition()
-        # a byte in this pipe tells the worker's event loop that messages are ready (implements.asynchronous)
+        # a byte in this pipe tells the worker's event loop that messages are ready (implements.asynchronous); one
+        # byte until it drains the pipe: a write releases the GIL, and getting it back from the busy worker thread
+        # can take a switch interval (5 ms), so the I/O loop writes only when the worker is not already woken
+        self._wake_sent = False  # under _ready_cond
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -895,8 +898,10 @@ class Transport(virtual.Transport):
         with self._ready_cond:
             self._ready.extend((channel, queue, p) for p in payloads)
             self._ready_cond.notify_all()
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+            wake, self._wake_sent = not self._wake_sent, True
+        if wake:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(self._wake_w, b"x")
 
     def _deliver_ready(self) -> int:
         delivered = 0
@@ -928,6 +933,9 @@ class Transport(virtual.Transport):
         self._deliver_ready()
 
     def _drain_pipe(self) -> None:
+        """Before taking what is ready: a message readied from here on writes a byte again."""
+        with self._ready_cond:
+            self._wake_sent = False
         with contextlib.suppress(BlockingIOError, OSError):
             while os.read(self._wake_r, 4096):
                 pass

@@ -56,6 +56,10 @@ TICK = "benchmarks.celery_bench_app.tick"
 STARTED = "benchmarks.celery_bench_app.started"
 
 
+# the server processes behind each URL (RabbitMQ: beam.smp and its helpers), for CPU per task in a drain
+SERVER_PIDS: dict[str, set[int]] = {}
+
+
 class NotInstalled(Exception):
     """The peer's server binary or Python client is missing."""
 
@@ -65,7 +69,8 @@ class NotInstalled(Exception):
 
 @contextmanager
 def orbitmq_server(workdir: Path) -> Iterator[str]:
-    with orbitmq_broker(workdir) as (url, _):
+    with orbitmq_broker(workdir) as (url, proc):
+        SERVER_PIDS[url] = {proc.pid}
         yield url
 
 
@@ -106,6 +111,7 @@ def redis_server(workdir: Path) -> Iterator[str]:
 
         _wait(ready, proc, 15, "redis-server")
         client.close()
+        SERVER_PIDS[f"redis://127.0.0.1:{port}/0"] = {proc.pid}
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         _stop_pid(proc)
@@ -149,6 +155,7 @@ def rabbitmq_server(workdir: Path) -> Iterator[str]:
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}: {_log_tail(base / 'stdout.log')}") from None
         pids = _tree(server.pid)
+        SERVER_PIDS[url] = pids
         yield url
     finally:
         pids |= _tree(server.pid)
@@ -246,11 +253,36 @@ def drain(url: str, workdir: Path, n: int, run: str, name: str) -> dict[str, Any
                 raise RuntimeError(f"worker never ran a task: {_log_tail(workdir / f'{name}.log', 10)}")
             time.sleep(0.002)
         t0, first = time.perf_counter(), _size(trace)
+        pids = _drain_pids(proc.pid, SERVER_PIDS.get(url, set()))
+        cpu0 = {what: _cpu_sum(p) for what, p in pids.items()}
         while _size(trace) < n and time.monotonic() < deadline:
             time.sleep(0.002)
         elapsed = time.perf_counter() - t0
+        cpu1 = {what: _cpu_sum(p) for what, p in pids.items()}
         done = _size(trace)
-    return {"tasks": done, "rate": (done - first) / elapsed if elapsed > 0 else 0.0, "timed_out": done < n}
+    per_task = 1000 / max(1, done - first)
+    return {
+        "tasks": done,
+        "rate": (done - first) / elapsed if elapsed > 0 else 0.0,
+        "timed_out": done < n,
+        # where the CPU of the drain went (ms per task): the worker's main process, its pool children, the server
+        "cpu_ms_per_task": {what: round((cpu1[what] - cpu0[what]) * per_task, 3) for what in pids},
+    }
+
+
+def _drain_pids(worker_pid: int, server: set[int]) -> dict[str, set[int]]:
+    with contextlib.suppress(OSError):
+        children = {int(p) for p in Path(f"/proc/{worker_pid}/task/{worker_pid}/children").read_text().split()}
+        return {"worker_main": {worker_pid}, "pool_children": children, "server": server}
+    return {"worker_main": {worker_pid}, "server": server}
+
+
+def _cpu_sum(pids: set[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError):
+            total += _cpu_s(pid)
+    return total
 
 
 def latency(app: Any, url: str, workdir: Path, count: int) -> dict[str, Any]:
@@ -327,6 +359,10 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
             r["publish_rate"] = round(statistics.median(r["publish_rates"]))
             r["drain_rate"] = round(statistics.median(d["rate"] for d in r["drains"]))
             r["drains"] = [{**d, "rate": round(d["rate"])} for d in r["drains"]]
+            r["cpu_ms_per_task"] = {
+                what: round(statistics.median(d["cpu_ms_per_task"].get(what, 0.0) for d in r["drains"]), 3)
+                for what in r["drains"][0]["cpu_ms_per_task"]
+            }
             print(f"bench_celery: {name}: {json.dumps(r)}", file=sys.stderr, flush=True)
     return {
         "tasks": n,
@@ -353,6 +389,7 @@ def summary(brokers: dict[str, Any]) -> dict[str, Any]:
                 "publish_tasks_per_s": r["publish_rate"],
                 "latency_p50_ms": r["latency"]["p50_ms"],
                 "latency_p99_ms": r["latency"]["p99_ms"],
+                "cpu_ms_per_task": r.get("cpu_ms_per_task"),
             }
             if r.get("status") == "ok"
             else r.get("status")

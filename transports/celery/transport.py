@@ -933,12 +933,16 @@ class Transport(virtual.Transport):
         self._deliver_ready()
 
     def _drain_pipe(self) -> None:
-        """Before taking what is ready: a message readied from here on writes a byte again."""
-        with self._ready_cond:
-            self._wake_sent = False
+        """Before taking what is ready: empty the pipe, then a message readied from here on writes a byte again.
+
+        In this order: a byte written before the flag is cleared stays in the pipe or is read here, and what it
+        announced is taken right after; cleared first, a byte read here could leave the flag set with an empty pipe,
+        and the next messages would wait without a wake-up."""
         with contextlib.suppress(BlockingIOError, OSError):
             while os.read(self._wake_r, 4096):
                 pass
+        with self._ready_cond:
+            self._wake_sent = False
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         loop.add_reader(self._wake_r, self.on_readable, self._wake_r)

@@ -51,8 +51,13 @@ LATENCY_N_QUICK = 100
 LATENCY_GAP_S = 0.010
 WORKER_ARGS = ["-P", "prefork", "-c", "2", "-l", "WARNING", "-Q", "bench"]
 PHASE_TIMEOUT_S = 180.0
+AB_STALL_S = 5.0
 TICK = "benchmarks.celery_bench_app.tick"
 STARTED = "benchmarks.celery_bench_app.started"
+
+
+# the server processes behind each URL (RabbitMQ: beam.smp and its helpers), for CPU per task in a drain
+SERVER_PIDS: dict[str, set[int]] = {}
 
 
 class NotInstalled(Exception):
@@ -64,13 +69,21 @@ class NotInstalled(Exception):
 
 @contextmanager
 def orbitmq_server(workdir: Path) -> Iterator[str]:
+    with orbitmq_broker(workdir) as (url, proc):
+        SERVER_PIDS[url] = {proc.pid}
+        yield url
+
+
+@contextmanager
+def orbitmq_broker(workdir: Path, root: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A broker of the code under ``root`` (the A/B mode runs a base checkout's), its URL and process."""
     port = _free_port()
     log = open(workdir / "broker.log", "wb")  # noqa: SIM115 - closed below
     args = [sys.executable, "-m", "broker.cli", "--store", str(workdir / "store"), "--port", str(port)]
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=_code_env(root))
     try:
         _wait(lambda: b"ready on" in (workdir / "broker.log").read_bytes(), proc, 60, "mqbroker")
-        yield f"rocketmq://127.0.0.1:{port}"
+        yield f"rocketmq://127.0.0.1:{port}", proc
     finally:
         _stop_pid(proc)
         log.close()
@@ -98,6 +111,7 @@ def redis_server(workdir: Path) -> Iterator[str]:
 
         _wait(ready, proc, 15, "redis-server")
         client.close()
+        SERVER_PIDS[f"redis://127.0.0.1:{port}/0"] = {proc.pid}
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         _stop_pid(proc)
@@ -141,6 +155,7 @@ def rabbitmq_server(workdir: Path) -> Iterator[str]:
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}: {_log_tail(base / 'stdout.log')}") from None
         pids = _tree(server.pid)
+        SERVER_PIDS[url] = pids
         yield url
     finally:
         pids |= _tree(server.pid)
@@ -172,13 +187,19 @@ def _wait(ready: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: flo
 # -- workers and measurements -------------------------------------------------------------------------------------
 
 
+def _code_env(root: Path) -> dict[str, str]:
+    """The environment of a process running the code under ``root``: ``-m`` puts the working directory (``root``)
+    first on sys.path, PYTHONPATH keeps it ahead of the venv's editable install in whatever it imports later."""
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
 @contextmanager
-def worker(url: str, workdir: Path, name: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "ORBITMQ_BENCH_BROKER": url, "ORBITMQ_BENCH_DIR": str(workdir)}
+def worker(url: str, workdir: Path, name: str, root: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**_code_env(root), "ORBITMQ_BENCH_BROKER": url, "ORBITMQ_BENCH_DIR": str(workdir)}
     cmd = [sys.executable, "-m", "celery", "-A", "benchmarks.celery_bench_app", "worker", "-n", f"{name}@%h"]
     log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [*cmd, *WORKER_ARGS], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True
+        [*cmd, *WORKER_ARGS], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True
     )
     try:
         yield proc
@@ -232,11 +253,36 @@ def drain(url: str, workdir: Path, n: int, run: str, name: str) -> dict[str, Any
                 raise RuntimeError(f"worker never ran a task: {_log_tail(workdir / f'{name}.log', 10)}")
             time.sleep(0.002)
         t0, first = time.perf_counter(), _size(trace)
+        pids = _drain_pids(proc.pid, SERVER_PIDS.get(url, set()))
+        cpu0 = {what: _cpu_sum(p) for what, p in pids.items()}
         while _size(trace) < n and time.monotonic() < deadline:
             time.sleep(0.002)
         elapsed = time.perf_counter() - t0
+        cpu1 = {what: _cpu_sum(p) for what, p in pids.items()}
         done = _size(trace)
-    return {"tasks": done, "rate": (done - first) / elapsed if elapsed > 0 else 0.0, "timed_out": done < n}
+    per_task = 1000 / max(1, done - first)
+    return {
+        "tasks": done,
+        "rate": (done - first) / elapsed if elapsed > 0 else 0.0,
+        "timed_out": done < n,
+        # where the CPU of the drain went (ms per task): the worker's main process, its pool children, the server
+        "cpu_ms_per_task": {what: round((cpu1[what] - cpu0[what]) * per_task, 3) for what in pids},
+    }
+
+
+def _drain_pids(worker_pid: int, server: set[int]) -> dict[str, set[int]]:
+    with contextlib.suppress(OSError):
+        children = {int(p) for p in Path(f"/proc/{worker_pid}/task/{worker_pid}/children").read_text().split()}
+        return {"worker_main": {worker_pid}, "pool_children": children, "server": server}
+    return {"worker_main": {worker_pid}, "server": server}
+
+
+def _cpu_sum(pids: set[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError):
+            total += _cpu_s(pid)
+    return total
 
 
 def latency(app: Any, url: str, workdir: Path, count: int) -> dict[str, Any]:
@@ -313,6 +359,10 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
             r["publish_rate"] = round(statistics.median(r["publish_rates"]))
             r["drain_rate"] = round(statistics.median(d["rate"] for d in r["drains"]))
             r["drains"] = [{**d, "rate": round(d["rate"])} for d in r["drains"]]
+            r["cpu_ms_per_task"] = {
+                what: round(statistics.median(d["cpu_ms_per_task"].get(what, 0.0) for d in r["drains"]), 3)
+                for what in r["drains"][0]["cpu_ms_per_task"]
+            }
             print(f"bench_celery: {name}: {json.dumps(r)}", file=sys.stderr, flush=True)
     return {
         "tasks": n,
@@ -339,6 +389,7 @@ def summary(brokers: dict[str, Any]) -> dict[str, Any]:
                 "publish_tasks_per_s": r["publish_rate"],
                 "latency_p50_ms": r["latency"]["p50_ms"],
                 "latency_p99_ms": r["latency"]["p99_ms"],
+                "cpu_ms_per_task": r.get("cpu_ms_per_task"),
             }
             if r.get("status") == "ok"
             else r.get("status")
@@ -357,11 +408,111 @@ def summary(brokers: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+# -- A/B: this checkout against a base checkout, alternated rounds ---------------------------------------------------
+
+
+def _cpu_s(pid: int, tid: int | None = None) -> float:
+    """utime + stime of a process (all its threads, not its children) or of one of its threads, in seconds."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds per thread of ``pid``, keyed ``<comm>/<tid>`` (Python 3.11 names no native threads: the main
+    thread shows the command, the others too, so the tid tells them apart)."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                out[tid] = _cpu_s(pid, int(tid))
+    return out
+
+
+def ab_round(root: Path, n: int, workdir: Path) -> dict[str, Any]:
+    """One drain of ``n`` queued no-op tasks by the code under ``root`` (its broker and worker): the rate and the
+    CPU per task of the worker's main process (and of each of its threads) and of the broker, first to last task."""
+    with orbitmq_broker(workdir, root) as (url, broker_proc):
+        app = _client(url)
+        try:
+            publish(app, n, "ab")
+            trace = workdir / "ab"
+            with worker(url, workdir, "ab", root) as proc:
+                deadline = time.monotonic() + PHASE_TIMEOUT_S
+                while _size(trace) == 0:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"worker never ran a task: {_log_tail(workdir / 'ab.log', 10)}")
+                    time.sleep(0.002)
+                t0, first = time.perf_counter(), _size(trace)
+                w0, b0, th0 = _cpu_s(proc.pid), _cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
+                size, moved = first, t0
+                # until all ran, or nothing ran for AB_STALL_S (a publish that failed on a loaded machine)
+                while size < n and time.monotonic() < deadline and time.perf_counter() - moved < AB_STALL_S:
+                    time.sleep(0.002)
+                    if (now := _size(trace)) != size:
+                        size, moved = now, time.perf_counter()
+                w1, b1, th1 = _cpu_s(proc.pid), _cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
+                elapsed = moved - t0
+                done = size - first
+        finally:
+            _close_app(app)
+    per_task = 1000 / max(1, done)
+    threads = sorted(((th1[t] - th0.get(t, 0.0)) * per_task for t in th1), reverse=True)
+    return {
+        "drain_tasks_per_s": round(done / elapsed),
+        "worker_main_cpu_ms_per_task": round((w1 - w0) * per_task, 3),
+        "worker_threads_cpu_ms_per_task": [round(x, 3) for x in threads if x > 0.001],
+        "broker_cpu_ms_per_task": round((b1 - b0) * per_task, 3),
+        "load": round(os.getloadavg()[0], 2),
+        "short": size < n,  # fewer tasks than published ran (CPU per task then includes the idle wait)
+    }
+
+
+def ab(base: Path, n: int, rounds: int) -> dict[str, Any]:
+    """Rounds alternate base and this checkout (the first of each pair alternates too), so a change of load on the
+    shared machine hits both alike; medians per side."""
+    detail: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    sides = {"before": base, "after": ROOT}
+    for i in range(rounds):
+        order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
+        for side in order:
+            with tempfile.TemporaryDirectory(prefix=f"bench-celery-ab-{side}-") as tmp:
+                r = ab_round(sides[side], n, Path(tmp))
+            print(f"bench_celery ab: round {i + 1}/{rounds} {side}: {json.dumps(r)}", file=sys.stderr, flush=True)
+            detail[side].append(r)
+    keys = ("drain_tasks_per_s", "worker_main_cpu_ms_per_task", "broker_cpu_ms_per_task")
+    summary = {side: {k: statistics.median(r[k] for r in rs) for k in keys} for side, rs in detail.items()}
+    b, a = summary["before"], summary["after"]
+    summary["drain_after_over_before"] = round(a["drain_tasks_per_s"] / b["drain_tasks_per_s"], 2)
+    summary["worker_cpu_after_over_before"] = round(
+        a["worker_main_cpu_ms_per_task"] / b["worker_main_cpu_ms_per_task"], 2
+    )
+    summary["broker_cpu_after_over_before"] = round(a["broker_cpu_ms_per_task"] / b["broker_cpu_ms_per_task"], 2)
+    return {
+        "what": f"celery drain on OrbitMQ, base checkout {base} vs this one, alternated rounds, one broker and one "
+        f"'celery worker {' '.join(WORKER_ARGS)}' per round, no-op tasks published first",
+        "tasks": n,
+        "rounds": rounds,
+        "rounds_detail": detail,
+        "summary": summary,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--ab", type=Path, metavar="BASE", help="drain A/B against the checkout at BASE (OrbitMQ only)")
+    parser.add_argument("--ab-tasks", type=int, default=6000)
+    parser.add_argument("--ab-rounds", type=int, default=3)
     parser.add_argument("brokers", nargs="*", default=list(BROKERS))
     args = parser.parse_args(argv)
+    if args.ab is not None:
+        result = ab(args.ab.resolve(), args.ab_tasks, args.ab_rounds)
+        path = write_result("celery-ab", result)
+        print(json.dumps(result["summary"], indent=2))
+        print(f"wrote {path}")
+        return 0
     result = run(args.quick, args.brokers)
     path = write_result("celery", result)
     print(json.dumps(result["summary"], indent=2))

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 from rocketmq.grpc_protocol import definition_pb2
 
 from oms.client.core import ClientCore, Runtime
+from oms.client.loop import LoopThread
 from oms.client.metrics import ClientMetrics
 from oms.context import ClientContext
 from oms.errors import OMSException, OMSIllegalStateException, OMSTimeOutException
@@ -129,9 +130,34 @@ class ClientLifecycle(Generic[CoreT]):
             raise
         return core.runtime.loop.submit(coro)
 
+    def loop_thread(self) -> LoopThread:
+        """The access point's loop thread this client's calls run on (shared by every client of the access point).
+
+        A coroutine started there (``loop_thread().submit(coro)``) awaits the ``aio()`` calls of these clients
+        inline, without the two thread hand-overs per call an other event loop pays. It must never block (no sync
+        client call: they raise there); ``call_soon`` wakes it from other threads. What it starts there is its own
+        to stop: the loop cancels what is left only when the access point shuts down, and a client's shutdown does
+        not wait for calls made from the loop itself."""
+        return self._running_core().runtime.loop
+
     async def _await_on_loop(self, coro: Coroutine[Any, Any, T], timeout_s: float) -> T:
         """``coro`` run on the loop and awaited from the caller's event loop (the asyncio faces), so nothing blocks
-        it; as in ``_run``, the last resort is ``RUN_GUARD_S`` beyond the call's own deadline, then a cancel."""
+        it; as in ``_run``, the last resort is ``RUN_GUARD_S`` beyond the call's own deadline, then a cancel.
+
+        Awaited from the loop itself (a coroutine started through ``loop_thread()``), ``coro`` runs inline: no
+        hand-over to the loop and back (a self-pipe write and a thread wake-up each way), and a cancel of the caller
+        is a cancel of the call, as for any coroutine."""
+        try:
+            loop = self._running_core().runtime.loop
+        except OMSException:
+            coro.close()
+            raise
+        if loop.in_loop():
+            try:
+                async with asyncio.timeout(timeout_s + RUN_GUARD_S):
+                    return await coro
+            except TimeoutError:
+                raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
         inner = self._submit(coro)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(inner), timeout_s + RUN_GUARD_S)

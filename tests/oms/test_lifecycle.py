@@ -129,3 +129,58 @@ def test_waiting_on_the_loop_maps_timeouts_and_cancels(ap: StandInAccessPoint) -
 
     assert asyncio.run(awaited()) == "via aio"
     thing.shutdown()
+
+
+@pytest.mark.timeout(30)
+def test_awaited_from_the_access_points_own_loop_a_call_runs_inline(ap: StandInAccessPoint) -> None:
+    """``loop_thread()`` runs a coroutine on the access point's loop; the aio calls it awaits run in its own task
+    (no hand-over to the loop and back), time out as OMS errors, and a cancel of the caller cancels the call."""
+    thing = Thing(ap).startup()
+    assert thing.loop_thread() is ap.runtime.loop
+
+    async def task_of_call() -> asyncio.Task[object] | None:
+        return asyncio.current_task()
+
+    async def inline() -> tuple[bool, bool]:
+        caller = asyncio.current_task()
+        return await thing._await_on_loop(task_of_call(), 5) is caller, thing.loop_thread().in_loop()
+
+    assert thing.loop_thread().run(inline(), 10) == (True, True)
+
+    async def elsewhere() -> bool:  # from another event loop the call is its own task on the access point's loop
+        return await thing._await_on_loop(task_of_call(), 5) is asyncio.current_task()
+
+    assert asyncio.run(elsewhere()) is False
+
+    async def too_slow() -> None:
+        await thing._await_on_loop(asyncio.sleep(10), 0.01)
+
+    with pytest.raises(oms.OMSTimeOutException, match=r"no answer within 0\.010s"):
+        thing.loop_thread().run(too_slow(), 10)
+
+    started = asyncio.Event()
+    finished: list[str] = []
+
+    async def long_call() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            finished.append("call cancelled")
+            raise
+
+    async def caller() -> None:
+        await thing._await_on_loop(long_call(), 20)
+
+    async def cancel_the_caller() -> None:
+        task = asyncio.ensure_future(caller())
+        await asyncio.wait_for(started.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    thing.loop_thread().run(cancel_the_caller(), 10)
+    assert finished == ["call cancelled"]
+    thing.shutdown()
+    with pytest.raises(oms.OMSIllegalStateException, match="the thing is shut down"):
+        thing.loop_thread()

@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from queue import Empty
@@ -424,7 +424,7 @@ class Fetcher:
         assert meta is not None
         for topic in meta.topics(transport.options.priority_steps):
             transport._consumer(topic)
-        self._future = io.submit(self._run(io))
+        self._future = transport._start_task(self._run(io))
 
     def stop(self) -> None:
         """The fetcher ends after the receive in flight, if any (what it brings becomes visible again at once)."""
@@ -488,9 +488,9 @@ class Settler:
     next op must use.
     """
 
-    def __init__(self, transport: Transport, io: LoopThread) -> None:
+    def __init__(self, transport: Transport) -> None:
         self.transport = transport
-        self.io = io
+        self.io: LoopThread | None = None  # the access point's loop, from start()
         self._ops: deque[SettleOp] = deque()
         self._lock = threading.Lock()
         self._idle = False  # the settler waits for ops: whoever adds one wakes it
@@ -498,8 +498,9 @@ class Settler:
         self._wakeup = asyncio.Event()  # set on the I/O loop only
         self._done: concurrent.futures.Future[None] | None = None
 
-    def start(self) -> None:
-        self._done = self.io.submit(self._run())
+    def start(self, io: LoopThread) -> None:
+        self.io = io
+        self._done = self.transport._start_task(self._run())
 
     def submit(self, how: Settle, held: Held) -> None:
         self._put([(how, held, None)])
@@ -508,7 +509,7 @@ class Settler:
         with self._lock:
             self._ops.extend(ops)
             wake, self._idle = self._idle, False
-        if wake:
+        if wake and self.io is not None:
             self.io.call_soon(self._wakeup.set)
 
     def settle_now(self, how: Settle, held: list[Held], timeout: float = 10.0) -> None:
@@ -525,9 +526,9 @@ class Settler:
         with self._lock:
             self._stopping = True
             wake, self._idle = self._idle, False
-        if wake:
+        if wake and self.io is not None:
             self.io.call_soon(self._wakeup.set)
-        if self._done is not None and not self.io.in_loop():
+        if self._done is not None and self.io is not None and not self.io.in_loop():
             with contextlib.suppress(concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 self._done.result(timeout)
 
@@ -765,16 +766,22 @@ class Transport(virtual.Transport):
         self._touched: dict[str, float] = {}  # queue -> monotonic time of the last touch
         self._ready: deque[tuple[RocketMQChannel, str, dict[str, Any]]] = deque()
         self._ready_cond = threading.Condition()
-        # a byte in this pipe tells the worker's event loop that messages are ready (implements.asynchronous)
+        # a byte in this pipe tells the worker's event loop that messages are ready (implements.asynchronous); one
+        # byte until it drains the pipe: a write releases the GIL, and getting it back from the busy worker thread
+        # can take a switch interval (5 ms), so the I/O loop writes only when the worker is not already woken
+        self._wake_sent = False  # under _ready_cond
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        # Fetchers (one per consumed queue) and the settler are tasks on one I/O loop thread, not a thread each: a
-        # fetcher waiting for credit is then woken only when enough is free, and acks reach a busy settler without
-        # a thread wake-up (and a GIL hand-over with the worker's event loop). Started with the connection; a
-        # fetcher still in a long poll when it stops is cut short (see docs/celery.md, gaps).
-        self._io = LoopThread("rocketmq-io")
-        self._settler = Settler(self, self._io)
+        # Fetchers (one per consumed queue) and the settler are tasks on the access point's own loop thread, where
+        # the oms client runs its calls: they await receives and acks inline, without handing each call to that
+        # thread and its answer back (two self-pipe writes and thread wake-ups per call). A fetcher waiting for
+        # credit is woken only when enough is free, and acks reach a busy settler without a thread wake-up. Started
+        # with the connection; a fetcher still in a long poll at shutdown is cancelled (see docs/celery.md, gaps).
+        self._io: LoopThread | None = None
+        self._tasks: set[concurrent.futures.Future[Any]] = set()  # fetchers and the settler on that loop
+        self._tasks_lock = threading.Lock()  # not self._lock: the settler starts while _connect holds that one
+        self._settler = Settler(self)
         self._keeper = Keeper(self)
         self._started = False
         self._sender = Sender(self)
@@ -825,12 +832,11 @@ class Transport(virtual.Transport):
         self._ap, self._admin, self._producer = ap, admin, producer
         if not self._started:
             self._started = True
-            self._io = LoopThread("rocketmq-io")
-            self._settler = Settler(self, self._io)
+            self._io = producer.loop_thread()
+            self._settler = Settler(self)
             self._keeper = Keeper(self)
             self._sender = Sender(self)
-            self._io.start()
-            self._settler.start()
+            self._settler.start(self._io)
             self._keeper.start()
             self._sender.start()
             self._register_exit_flush()
@@ -867,7 +873,7 @@ class Transport(virtual.Transport):
         if self._started:
             self._keeper.stop()
             self._settler.stop()
-            self._io.stop(10.0)  # fetchers still in a long poll are cut short (their channels closed already)
+            self._cancel_tasks()  # fetchers still in a long poll are cut short (their channels closed already)
             self._started = False
         with self._lock:
             ap, self._ap = self._ap, None
@@ -892,8 +898,10 @@ class Transport(virtual.Transport):
         with self._ready_cond:
             self._ready.extend((channel, queue, p) for p in payloads)
             self._ready_cond.notify_all()
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+            wake, self._wake_sent = not self._wake_sent, True
+        if wake:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(self._wake_w, b"x")
 
     def _deliver_ready(self) -> int:
         delivered = 0
@@ -925,9 +933,16 @@ class Transport(virtual.Transport):
         self._deliver_ready()
 
     def _drain_pipe(self) -> None:
+        """Before taking what is ready: empty the pipe, then a message readied from here on writes a byte again.
+
+        In this order: a byte written before the flag is cleared stays in the pipe or is read here, and what it
+        announced is taken right after; cleared first, a byte read here could leave the flag set with an empty pipe,
+        and the next messages would wait without a wake-up."""
         with contextlib.suppress(BlockingIOError, OSError):
             while os.read(self._wake_r, 4096):
                 pass
+        with self._ready_cond:
+            self._wake_sent = False
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         loop.add_reader(self._wake_r, self.on_readable, self._wake_r)
@@ -948,7 +963,33 @@ class Transport(virtual.Transport):
 
     def _io_loop(self) -> LoopThread:
         self._clients()  # connected, so the I/O loop runs
+        assert self._io is not None
         return self._io
+
+    def _start_task(self, coro: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+        """Run a fetcher or the settler on the I/O loop; shutdown cancels what is still running."""
+        io = self._io
+        assert io is not None, "not connected"
+        future = io.submit(coro)
+        with self._tasks_lock:
+            self._tasks.add(future)
+        future.add_done_callback(self._task_done)
+        return future
+
+    def _task_done(self, future: concurrent.futures.Future[None]) -> None:
+        with self._tasks_lock:
+            self._tasks.discard(future)
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            log.error("an I/O task of the transport ended with %r", exc)
+
+    def _cancel_tasks(self) -> None:
+        """Cancel the fetchers and settler still running on the access point's loop (it outlives them by a moment:
+        the access point is shut down next, and its loop cancels whatever is still pending when it stops)."""
+        with self._tasks_lock:
+            tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        self._io = None
 
     def _consumer(self, topic: str) -> PullConsumer:
         consumer = self._consumers.get(topic)
@@ -1224,7 +1265,9 @@ class Transport(virtual.Transport):
             for i, topic in enumerate(topics):
                 consumer = self._consumer(topic)
                 got = consumer.batch_receive(n, wait_s if i == len(topics) - 1 else 0.0)
-                held, payloads = self._accept(consumer, meta, got)
+                held, payloads, reparks = self._accept(consumer, meta, got)
+                for h, copy in reparks:
+                    self._repark(h, copy)
                 if payloads:
                     break
         finally:
@@ -1239,13 +1282,18 @@ class Transport(virtual.Transport):
         held: list[Held] = []
         payloads: list[dict[str, Any]] = []
         try:
-            meta = self._meta.get(queue) or self._queue_meta(queue)  # known since basic_consume: no admin call here
+            # known since basic_consume; a queue deleted under the fetcher needs admin calls, which block: off the loop
+            meta = self._meta.get(queue) or await asyncio.to_thread(self._queue_meta, queue)
             assert meta is not None
             topics = meta.topics(self.options.priority_steps)
             for i, topic in enumerate(topics):
-                consumer = self._consumers.get(topic) or self._consumer(topic)
+                consumer = self._consumers.get(topic)
+                if consumer is None:
+                    consumer = await asyncio.to_thread(self._consumer, topic)
                 got = await consumer.aio().batch_receive(reserved, wait_s if i == len(topics) - 1 else 0.0)
-                held, payloads = self._accept(consumer, meta, got)
+                held, payloads, reparks = self._accept(consumer, meta, got)
+                for h, copy in reparks:
+                    await self._repark_async(h, copy)
                 if payloads:
                     break
         finally:
@@ -1254,10 +1302,12 @@ class Transport(virtual.Transport):
 
     def _accept(
         self, consumer: PullConsumer, meta: QueueMeta, got: Iterable[oms.BytesMessage]
-    ) -> tuple[list[Held], list[dict[str, Any]]]:
-        """Turn received messages into kombu payloads; drop expired ones, re-park ETAs beyond the timer limit."""
+    ) -> tuple[list[Held], list[dict[str, Any]], list[tuple[Held, oms.BytesMessage]]]:
+        """Turn received messages into kombu payloads; drop expired ones. ETAs beyond the timer limit come back as
+        ``(held, copy)``: the caller parks the copy for the next hop (a send) and acks the held one."""
         held: list[Held] = []
         payloads: list[dict[str, Any]] = []
+        reparks: list[tuple[Held, oms.BytesMessage]] = []
         now_ms = int(time.time() * 1000)
         group = consumer.group
         renew_at = time.monotonic() + self._renew_after_s
@@ -1273,23 +1323,34 @@ class Transport(virtual.Transport):
                 continue
             due = headers.get(DUE_MS)
             if due is not None and int(due) - now_ms > 1000:
-                self._repark(h, int(due))
+                reparks.append((h, self._next_hop(h, int(due))))
                 continue
             payload = kombu_loads(m.get_body(str))
             payload["properties"]["delivery_tag"] = m.receipt_handle
             payload["redelivered"] = m.reconsume_times > 0
             held.append(h)
             payloads.append(payload)
-        return held, payloads
+        return held, payloads, reparks
 
-    def _repark(self, held: Held, due_ms: int) -> None:
-        """An ETA further out than one timer allows: park a copy for the next hop, then ack this one."""
-        _, producer, _ = self._clients()
+    @staticmethod
+    def _next_hop(held: Held, due_ms: int) -> oms.BytesMessage:
+        """An ETA further out than one timer allows: the copy parked for the next hop."""
         copy = oms.BytesMessage(held.message.body, held.message.destination)
         for key, value in held.message.user_headers().items():
             copy.put_user_headers(key, value)
         copy.put_sys_headers(oms.BuiltinKeys.START_TIME, min(due_ms, int(time.time() * 1000) + MAX_TIMER_MS))
+        return copy
+
+    def _repark(self, held: Held, copy: oms.BytesMessage) -> None:
+        """Park the next hop's copy, then ack the surfaced one (a ``basic_get`` on the worker's thread)."""
+        _, producer, _ = self._clients()
         producer.send(copy)
+        self._settler.submit(Settle.ACK, held)
+
+    async def _repark_async(self, held: Held, copy: oms.BytesMessage) -> None:
+        """As ``_repark``, for a fetcher on the I/O loop (a blocking send there would raise)."""
+        _, producer, _ = self._clients()
+        await producer.aio().send(copy)
         self._settler.submit(Settle.ACK, held)
 
     async def _dead_letter(self, held: Held) -> None:

@@ -24,7 +24,7 @@ from orbitmq.topics import is_system_group, is_system_topic
 NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 _TAG_CHARS = rb"[!-{}~]{1,128}"  # printable ASCII but space and '|': what validate_tag accepts, and no more
-_ID_CHARS = rb"[0-9A-Za-z_-]{1,128}"
+_ID_CHARS = rb"[0-9A-Za-z_-]{1,128}+"
 # keys: printable ASCII words joined by single spaces (no blank key), 4 KiB at most (well under the properties limit)
 _KEYS_CHARS = rb"(?=[ -~]{1,4096}\x02)((?:[!-~]+ )*[!-~]+)"
 _TAGS_ITEM = re.escape(mc.PROPERTY_TAGS.encode()) + rb"\x01(" + _TAG_CHARS + rb")\x02"
@@ -33,7 +33,8 @@ _ID_ITEM = re.escape(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()) + rb"\x
 _RESERVED_NAME = rb"(?:" + rb"|".join(re.escape(k.encode()) for k in sorted(mc.SYSTEM_PROPERTY_KEYS)) + rb")\x01"
 # user properties as validate_user_properties accepts them, in printable ASCII only (so no UTF-8 to check): a name
 # with a non-space character that is not reserved, any value; at most MAX_PROPERTY_COUNT of them
-_USER_ITEMS = rb"((?:(?!" + _RESERVED_NAME + rb") *[!-~][ -~]*\x01[ -~]*\x02){1,%d})" % MAX_PROPERTY_COUNT
+# (possessive runs: no class holds the separator after it, so nothing is lost, and sre skips the backtracking state)
+_USER_ITEMS = rb"((?:(?!" + _RESERVED_NAME + rb") *+[!-~][ -~]*+\x01[ -~]*+\x02){1,%d})" % MAX_PROPERTY_COUNT
 # The encoded properties of a batched message in their most common shapes: the message id, maybe after user
 # properties, a tag and keys (oms's order), or followed by a tag; every character one the full checks accept. A
 # match passes those checks without decoding the properties, but for two that a pattern cannot say (the scan

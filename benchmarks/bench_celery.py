@@ -243,15 +243,21 @@ def _size(path: Path) -> int:
         return 0
 
 
+def _await_first_task(proc: subprocess.Popen[bytes], trace: Path, log: Path) -> float:
+    """Wait until the worker finished its first task (its start-up is not timed); the phase's deadline."""
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while _size(trace) == 0:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"worker never ran a task: {_log_tail(log, 10)}")
+        time.sleep(0.002)
+    return deadline
+
+
 def drain(url: str, workdir: Path, n: int, run: str, name: str) -> dict[str, Any]:
     """Start a worker on ``n`` queued ticks: tasks/s from its first finished task to its last."""
     trace = workdir / run
     with worker(url, workdir, name) as proc:
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
-        while _size(trace) == 0:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"worker never ran a task: {_log_tail(workdir / f'{name}.log', 10)}")
-            time.sleep(0.002)
+        deadline = _await_first_task(proc, trace, workdir / f"{name}.log")
         t0, first = time.perf_counter(), _size(trace)
         pids = _drain_pids(proc.pid, SERVER_PIDS.get(url, set()))
         cpu0 = {what: _cpu_sum(p) for what, p in pids.items()}
@@ -439,11 +445,7 @@ def ab_round(root: Path, n: int, workdir: Path) -> dict[str, Any]:
             publish(app, n, "ab")
             trace = workdir / "ab"
             with worker(url, workdir, "ab", root) as proc:
-                deadline = time.monotonic() + PHASE_TIMEOUT_S
-                while _size(trace) == 0:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"worker never ran a task: {_log_tail(workdir / 'ab.log', 10)}")
-                    time.sleep(0.002)
+                deadline = _await_first_task(proc, trace, workdir / "ab.log")
                 t0, first = time.perf_counter(), _size(trace)
                 w0, b0, th0 = _cpu_s(proc.pid), _cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
                 size, moved = first, t0

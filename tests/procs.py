@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,32 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+class _PortPool:
+    """The ports handed out in this test process. The kernel may give a port it just gave again once its probe
+    socket is closed: ``ns_port, port = free_port(), free_port()`` once got one port twice, and the broker could
+    not listen (the name server had it). A port is handed out once per run."""
+
+    def __init__(self) -> None:
+        self._given: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take(self) -> int:
+        with self._lock:
+            while True:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind(("127.0.0.1", 0))
+                    port = int(s.getsockname()[1])
+                if port not in self._given:
+                    self._given.add(port)
+                    return port
+
+
+_PORTS = _PortPool()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on 127.0.0.1 now and not handed out before in this run."""
+    return _PORTS.take()
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -40,7 +40,7 @@ from benchmarks.bench_peers import (
     _which,
     rabbitmq_node,
 )
-from benchmarks.common import pct, write_result
+from benchmarks.common import pct, proc_cpu_s, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 N_FULL = 10_000
@@ -287,7 +287,7 @@ def _cpu_sum(pids: set[int]) -> float:
     total = 0.0
     for pid in pids:
         with contextlib.suppress(OSError, IndexError):
-            total += _cpu_s(pid)
+            total += proc_cpu_s(pid)
     return total
 
 
@@ -417,14 +417,6 @@ def summary(brokers: dict[str, Any]) -> dict[str, Any]:
 # -- A/B: this checkout against a base checkout, alternated rounds ---------------------------------------------------
 
 
-def _cpu_s(pid: int, tid: int | None = None) -> float:
-    """utime + stime of a process (all its threads, not its children) or of one of its threads, in seconds."""
-    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-    with open(path) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _thread_cpu(pid: int) -> dict[str, float]:
     """CPU seconds per thread of ``pid``, keyed ``<comm>/<tid>`` (Python 3.11 names no native threads: the main
     thread shows the command, the others too, so the tid tells them apart)."""
@@ -432,7 +424,7 @@ def _thread_cpu(pid: int) -> dict[str, float]:
     with contextlib.suppress(FileNotFoundError):
         for tid in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                out[tid] = _cpu_s(pid, int(tid))
+                out[tid] = proc_cpu_s(pid, int(tid))
     return out
 
 
@@ -447,14 +439,14 @@ def ab_round(root: Path, n: int, workdir: Path) -> dict[str, Any]:
             with worker(url, workdir, "ab", root) as proc:
                 deadline = _await_first_task(proc, trace, workdir / "ab.log")
                 t0, first = time.perf_counter(), _size(trace)
-                w0, b0, th0 = _cpu_s(proc.pid), _cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
+                w0, b0, th0 = proc_cpu_s(proc.pid), proc_cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
                 size, moved = first, t0
                 # until all ran, or nothing ran for AB_STALL_S (a publish that failed on a loaded machine)
                 while size < n and time.monotonic() < deadline and time.perf_counter() - moved < AB_STALL_S:
                     time.sleep(0.002)
                     if (now := _size(trace)) != size:
                         size, moved = now, time.perf_counter()
-                w1, b1, th1 = _cpu_s(proc.pid), _cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
+                w1, b1, th1 = proc_cpu_s(proc.pid), proc_cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
                 elapsed = moved - t0
                 done = size - first
         finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import oms
 from benchmarks.bench_e2e import BODY_SIZE, Broker, bench_batched_produce, bench_pull_batch, bench_send_batch
-from benchmarks.common import median, write_result
+from benchmarks.common import median, proc_cpu_s, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 1024
@@ -121,11 +121,9 @@ def _discard_sink() -> Any:
 
 def _cpu_s(pid: int) -> float:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return proc_cpu_s(pid)
     except OSError:  # gone: it counted until its last reading
         return 0.0
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _spark_processes() -> dict[int, str]:

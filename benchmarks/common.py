@@ -25,6 +25,15 @@ def pct(values: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
 
 
+def proc_cpu_s(pid: int, tid: int | None = None) -> float:
+    """utime + stime of a process (all its threads, not its children) or of one of its threads, in seconds;
+    ``OSError`` once it is gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -81,3 +81,9 @@ SYSTEM_PROPERTY_KEYS: frozenset[str] = frozenset(
         PROPERTY_FIRST_POP_TIME,
     }
 )
+
+# The system properties a plain batched message carries besides its user properties (its tag, keys and id): what
+# a producer writes into a MessageBatch and the broker accepts there.
+BATCH_SYSTEM_PROPERTIES: frozenset[str] = frozenset(
+    {PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}
+)

@@ -46,9 +46,7 @@ from orbitmq.validation import (
     validate_user_properties,
 )
 
-# What a batch message may carry besides user properties; everything else reserved is refused by the user check.
 _TAGS, _KEYS, _UNIQ = mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_SYSTEM_ALLOWED = frozenset({_TAGS, _KEYS, _UNIQ})
 
 
 def _tags_codes(tags: list[bytes | None]) -> list[int]:
@@ -88,7 +86,8 @@ def validate_batch_message(entry: BatchEntry, index: int, max_body_size: int) ->
             size += sum(len(k.encode("utf-8")) for k in split)
         n_system = 1 + (tag is not None) + (keys is not None)
         if len(props) > n_system:
-            size += validate_user_properties({k: v for k, v in props.items() if k not in _SYSTEM_ALLOWED})
+            # what a batch message may carry besides user properties; anything else reserved the user check refuses
+            size += validate_user_properties({k: v for k, v in props.items() if k not in mc.BATCH_SYSTEM_PROPERTIES})
         validate_properties_size(size)
     except MQError as exc:
         raise MQError(exc.code, f"message {index} of the batch: {exc.message}") from exc

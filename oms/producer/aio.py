@@ -21,6 +21,7 @@ from oms.convert import WireMessage
 from oms.errors import OMSException
 from oms.message import BytesMessage
 from oms.producer.base import ProducerBase
+from oms.producer.plain_run import in_input_order
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
 from oms.producer.sender import check_pinnable, pin, split_batches
@@ -122,13 +123,9 @@ class AsyncProducer:
             return []
         timeout_s = p._timeout(attributes, timeout)
         runs = p._plain_runs(batch)
-        if runs is not None:  # no hook watches these sends
-            by_position: list[SendResult | None] = [None] * len(batch)
-            for run in runs:
-                sent = await self._send(core, run, timeout_s, None, fast_batch=True)
-                for position, result in zip(run.positions, sent, strict=True):
-                    by_position[position] = result
-            return [r for r in by_position if r is not None]
+        if runs is not None:  # no hook watches these sends; one request per run, in order
+            per_run = [await self._send(core, run, timeout_s, None, fast_batch=True) for run in runs]
+            return in_input_order(runs, per_run, len(batch))
         results: list[SendResult | None] = [None] * len(batch)
         wires = p._prepare_batch(batch, None)
         try:

@@ -27,7 +27,7 @@ from oms.keyvalue import KeyValue
 from oms.lifecycle import MessagingClient, callback_pool, stop_callback_pool
 from oms.message import BytesMessage
 from oms.producer.columns import plain_message_runs
-from oms.producer.plain_run import PlainRun
+from oms.producer.plain_run import PlainRun, in_input_order
 from oms.producer.result import SendResult, TransactionResolution
 from oms.producer.sender import Sender
 from oms.producer.transaction import Checker, answer_check, end_transaction_request, orphan_of
@@ -133,11 +133,7 @@ class ProducerBase(MessagingClient):
         """``_prepare`` for every message of a batch, in input order (the rows of ``runs`` if it was plain); a
         refused one stops the batch before anything is sent."""
         if runs is not None:
-            rows: list[WireMessage | None] = [None] * len(batch)
-            for run in runs:
-                for position, wire in zip(run.positions, run, strict=True):
-                    rows[position] = wire
-            return [w for w in rows if w is not None]
+            return in_input_order(runs, [list(run) for run in runs], len(batch))
         wires: list[WireMessage] = []
         try:
             for m in batch:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import overload
+from typing import TypeVar, cast, overload
 
 from rocketmq.grpc_protocol import definition_pb2
 
@@ -39,7 +39,6 @@ _NORMAL_ONLY = frozenset({definition_pb2.NORMAL})
 _TAG_ITEM = mc.PROPERTY_TAGS + NAME_VALUE_SEPARATOR
 _KEYS_ITEM = mc.PROPERTY_KEYS + NAME_VALUE_SEPARATOR
 _ID_ITEM = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
-_SYSTEM_PROPERTIES = frozenset({mc.PROPERTY_TAGS, mc.PROPERTY_KEYS, mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX})
 
 
 class PlainRun(Sequence[WireMessage]):
@@ -110,7 +109,7 @@ class PlainRun(Sequence[WireMessage]):
             born_ms=self.born_ms,
             tag=props.get(mc.PROPERTY_TAGS),
             keys=keys.split(mc.KEY_SEPARATOR) if keys else [],
-            properties={k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES},
+            properties={k: v for k, v in props.items() if k not in mc.BATCH_SYSTEM_PROPERTIES},
         )
 
     def request(self, queue_id: int) -> produce_pb2.SendBatchRequest:
@@ -166,8 +165,9 @@ class PropertyColumns:
                 name_size = validate_user_properties({name: ""})
             except MQError as exc:
                 raise ColumnRefusal(None, exc) from None
-            joined = "".join(present)
-            if has_control(joined) or not all(type(v) is str for v in present):
+            strings = all(type(v) is str for v in present)
+            joined = "".join(present) if strings else ""
+            if not strings or has_control(joined):
                 for row, value in enumerate(values):  # the first bad row, refused as any property would be
                     if value is not None:
                         try:
@@ -186,6 +186,20 @@ class PropertyColumns:
                     encoded[row] = f"{encoded[row]}{item}{value}{PROPERTY_SEPARATOR}"
                     sizes[row] += name_size + (len(value) if ascii_only else len(value.encode("utf-8")))
                     counts[row] += 1
+
+
+T = TypeVar("T")
+
+
+def in_input_order(runs: Sequence[PlainRun], per_run: Sequence[Sequence[T]], n: int) -> list[T]:
+    """What was made run by run, one item per row (results, wires), back in the rows' input order (``n`` rows)."""
+    if len(runs) == 1:  # one topic, one request: its rows are the input, in order
+        return list(per_run[0])
+    out: list[T | None] = [None] * n
+    for run, items in zip(runs, per_run, strict=True):
+        for position, item in zip(run.positions, items, strict=True):
+            out[position] = item
+    return cast(list[T], out)
 
 
 class PlainRunBuilder:

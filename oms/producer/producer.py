@@ -28,7 +28,7 @@ from oms.message import BytesMessage
 from oms.producer.aio import AsyncProducer
 from oms.producer.base import ProducerBase
 from oms.producer.columns import Keys, column_messages, plain_column_runs
-from oms.producer.plain_run import PlainRun
+from oms.producer.plain_run import PlainRun, in_input_order
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
 from oms.producer.sender import check_pinnable, partition_pinned, pin, split_batches
@@ -222,15 +222,11 @@ class Producer(ProducerBase):
         self, core: ClientCore, runs: list[PlainRun], n: int, timeout_s: float, pinned: RouteQueue | None = None
     ) -> list[SendResult]:
         """One request per run, in order; results in the rows' input positions. No hook watches these sends."""
-        results: list[SendResult | None] = [None] * n
-        for run in runs:
-            deadline = time.monotonic() + timeout_s
-            sent, _ = self._run(self._sender.send(core, run, deadline, pinned, fast_batch=True), timeout_s)
-            if len(runs) == 1:
-                return sent  # one topic, one request: the rows in input order
-            for position, result in zip(run.positions, sent, strict=True):
-                results[position] = result
-        return [r for r in results if r is not None]
+        sent = [
+            self._run(self._sender.send(core, run, time.monotonic() + timeout_s, pinned, fast_batch=True), timeout_s)[0]
+            for run in runs
+        ]
+        return in_input_order(runs, sent, n)
 
     def send_columns(
         self,

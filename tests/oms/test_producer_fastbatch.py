@@ -19,13 +19,15 @@ from oms.client.routes import RouteQueue
 from oms.convert import WireMessage, to_wire
 from oms.producer.base import ProducerBase
 from oms.producer.columns import plain_column_runs, plain_message_runs
-from oms.producer.plain_run import PlainRunBuilder
+from oms.producer.plain_run import PlainRunBuilder, in_input_order
 from oms.producer.result import SendResult
 from oms.producer.sender import send_batch_request, send_batch_results
 from oms.queue import MessageQueue
 from orbitmq.errors import Code, MQError
+from orbitmq.limits import MAX_PROPERTY_COUNT
 from orbitmq.message_batch import BatchEntry, decode_message_batch, encode_message_batch
 from orbitmq.proto import produce_pb2
+from orbitmq.record import decode_properties
 from tests.oms.helpers import create_topic, pull_all
 
 
@@ -349,6 +351,7 @@ def test_plain_runs_are_cut_like_requests_and_keep_input_positions() -> None:
     runs = plain_message_runs(batch, **limits)
     assert runs is not None
     assert [(r.topic, list(r.positions)) for r in runs] == [("A", [0, 2, 3, 5]), ("B", [1, 4])]
+    assert in_input_order(runs, [r.ids for r in runs], len(batch)) == [m.message_id for m in batch]
     for run in runs:
         assert run.ids == [batch[p].message_id for p in run.positions]  # each message got the id of its row
         assert [w.body for w in run] == [batch[p].body for p in run.positions]
@@ -398,3 +401,22 @@ def test_message_ids_in_bulk_have_the_single_id_layout() -> None:
     assert len(set(ids)) == 500 and one not in ids
     assert all(len(i) == 34 and int(i, 16) >= 0 and i[:26] == one[:26] for i in ids)
     assert [int(i[-8:], 16) for i in ids] == sorted(int(i[-8:], 16) for i in ids)  # counter order
+
+
+def test_property_columns_refusals_name_the_row_or_the_columns() -> None:
+    limits = {"born_host": "127.0.0.1", "max_message_size": 1 << 20, "compress_over": 0}
+    too_many = {f"c{i}": ["v"] for i in range(MAX_PROPERTY_COUNT + 1)}
+    with pytest.raises(oms.OMSMessageFormatException, match=f"property_columns: message has {MAX_PROPERTY_COUNT + 1}"):
+        plain_column_runs("T", [b"x"], None, None, None, property_columns=too_many, **limits)
+    with pytest.raises(oms.OMSMessageFormatException, match="row 1: user property 'n' is not a string") as info:
+        plain_column_runs("T", [b"x", b"y"], None, None, None, property_columns={"n": ["1", 2]}, **limits)  # type: ignore[list-item]
+    assert info.value.code == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    # a row's own properties and the columns count together; a name in both counts once (the column's value wins)
+    own = [{f"p{i}": "v" for i in range(MAX_PROPERTY_COUNT - 1)}, {f"p{i}": "v" for i in range(MAX_PROPERTY_COUNT)}]
+    columns = {"c": ["1", "2"], "p0": ["x", "y"]}
+    with pytest.raises(oms.OMSMessageFormatException, match=f"row 1: message has {MAX_PROPERTY_COUNT + 1} user"):
+        plain_column_runs("T", [b"x", b"y"], None, None, own, property_columns=columns, **limits)
+    [run] = plain_column_runs(
+        "T", [b"x"], None, None, own[:1], property_columns={"c": ["1"], "p0": ["x"]}, **limits
+    ) or [None]
+    assert run is not None and decode_properties(run.raw_properties[0])["p0"] == "x"

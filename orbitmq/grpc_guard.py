@@ -87,14 +87,24 @@ def _wrap(method: str, handler: grpc.RpcMethodHandler, observer: RpcObserver | N
         fields["unary_unary"] = unary_unary
     elif handler.unary_stream is not None:
         inner_us = handler.unary_stream
+        if inspect.iscoroutinefunction(inner_us):
+            # A handler that writes through ``context.write`` stays a coroutine (grpc tells the two kinds apart).
 
-        async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            if isinstance(request, Undecodable):
-                await _refuse(context, request)
-            async for item in inner_us(request, context):
-                yield item
+            async def unary_stream_co(request: Any, context: grpc.aio.ServicerContext) -> None:
+                if isinstance(request, Undecodable):
+                    await _refuse(context, request)
+                await inner_us(request, context)
 
-        fields["unary_stream"] = unary_stream
+            fields["unary_stream"] = unary_stream_co
+        else:
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                if isinstance(request, Undecodable):
+                    await _refuse(context, request)
+                async for item in inner_us(request, context):
+                    yield item
+
+            fields["unary_stream"] = unary_stream
     elif handler.stream_unary is not None:
         inner_su = handler.stream_unary
 

@@ -185,27 +185,24 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             raise MQError(Code.NOT_IMPLEMENTED, "receive/ack is not available on this broker yet")
         return self.receiver
 
-    async def ReceiveMessage(
-        self, request: service_pb2.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+    async def ReceiveMessage(self, request: service_pb2.ReceiveMessageRequest, context: Any) -> None:
+        # A coroutine writing through ``context.write``, not an async generator: no generator layer per message.
         if self.receiver is None:
-            yield service_pb2.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, "receive is not available"))
+            await context.write(
+                service_pb2.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, "receive is not available"))
+            )
             return
         try:
             self._check_consume(context, "ReceiveMessage", request.message_queue.topic.name, request.group.name)
         except MQError as exc:
-            yield service_pb2.ReceiveMessageResponse(status=status(exc.code, exc.message))
+            await context.write(service_pb2.ReceiveMessageResponse(status=status(exc.code, exc.message)))
             return
-        sent_status = False
         try:
-            async for response in self.receiver.receive(request, context):
-                sent_status = sent_status or response.HasField("status")
-                yield response
+            await self.receiver.receive(request, context)
         except Exception as exc:
-            # The client needs exactly one status and a completed stream (protocol §7.1), even on a bug.
+            # receive() answers its refusals and failures with a status before anything else; what reaches here
+            # failed after the status went out (e.g. a write to a call that ended), so the stream has its one status.
             log.exception("ReceiveMessage failed", error=repr(exc))
-            if not sent_status:
-                yield service_pb2.ReceiveMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
 
     async def AckMessage(self, request: service_pb2.AckMessageRequest, context: Any) -> service_pb2.AckMessageResponse:
         async def run() -> service_pb2.AckMessageResponse:

@@ -10,6 +10,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import duration_pb2
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
@@ -38,6 +39,15 @@ class GrpcContextStub:
     timeout_s: float | None = 30.0
     client_id: str = "client-1"
     started: float = field(default_factory=time.monotonic)
+    # what the handler wrote, in order; a write after ``ends_after_writes`` writes fails as a call the client
+    # cancelled does (grpc cancels the handler's task)
+    written: list[Any] = field(default_factory=list)
+    ends_after_writes: int | None = None
+
+    async def write(self, response: Any) -> None:
+        if self.ends_after_writes is not None and len(self.written) >= self.ends_after_writes:
+            raise asyncio.CancelledError
+        self.written.append(response)
 
     def time_remaining(self) -> float | None:
         return None if self.timeout_s is None else self.timeout_s - (time.monotonic() - self.started)
@@ -164,7 +174,10 @@ def receive_request(
 
 async def receive(core: Core, req: service_pb2.ReceiveMessageRequest, ctx: GrpcContextStub | None = None):
     """(status, messages, the whole response list) of one ReceiveMessage stream."""
-    responses = [r async for r in core.receiver.receive(req, ctx or GrpcContextStub())]
+    ctx = ctx or GrpcContextStub()
+    before = len(ctx.written)
+    await core.receiver.receive(req, ctx)
+    responses = ctx.written[before:]
     statuses = [r.status for r in responses if r.HasField("status")]
     messages = [r.message for r in responses if r.HasField("message")]
     assert len(statuses) == 1, responses

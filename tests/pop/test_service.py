@@ -8,6 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
 from broker.pop.receipt import decode
 from orbitmq import message_const as mc
 from orbitmq.errors import Code
@@ -402,12 +404,30 @@ def test_interrupted_receive_releases_its_messages(tmp_path):
     async def body(core: Core) -> None:
         core.topic(T)
         core.put(T, b"lost-in-transit")
-        stream = core.receiver.receive(receive_request(G, T, invisible_ms=None, auto_renew=True), GrpcContextStub())
-        first = await stream.__anext__()
-        assert first.status.code == Code.OK
-        await stream.aclose()  # the call was cancelled before the message went out
+        ctx = GrpcContextStub(ends_after_writes=1)  # the call is cancelled before the message goes out
+        with pytest.raises(asyncio.CancelledError):
+            await core.receiver.receive(receive_request(G, T, invisible_ms=None, auto_renew=True), ctx)
+        assert [r.status.code for r in ctx.written] == [Code.OK]
         _, again, _ = await receive(core, receive_request(G, T))
         assert bodies(again) == [b"lost-in-transit"]
+
+    run(tmp_path, body)
+
+
+def test_a_receive_that_cannot_build_its_answer_releases_its_messages(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("conversion bug")
+
+    async def body(core: Core) -> None:
+        core.topic(T)
+        core.put(T, b"kept")
+        with monkeypatch.context() as m:
+            m.setattr("broker.grpc.receive.to_v2_message", broken)
+            status, got, responses = await receive(core, receive_request(G, T, invisible_ms=None, auto_renew=True))
+        assert status.code == Code.INTERNAL_SERVER_ERROR and "conversion bug" in status.message and got == []
+        assert responses[-1].HasField("delivery_timestamp")
+        _, again, _ = await receive(core, receive_request(G, T))
+        assert bodies(again) == [b"kept"]
 
     run(tmp_path, body)
 

@@ -32,6 +32,7 @@ from benchmarks.common import (
     paced_sends,
     paced_total,
     pct,
+    proc_cpu_s,
     stamped_body,
     write_result,
 )
@@ -603,6 +604,24 @@ def bench_stream_ceiling(n: int) -> dict[str, Any]:
     return {"messages": n, "msgs_per_s": round(float(out.stdout.strip()))}
 
 
+def bench_receive_floor(n: int) -> dict[str, Any]:
+    """The bench's v2 ReceiveMessage + AckMessage drain against a server with no broker work behind it
+    (``benchmarks.v2_receive_floor``): what the protocol's one-message-per-response stream allows here."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.v2_receive_floor", str(n)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        cpu0 = proc_cpu_s(server.pid)
+        result = asyncio.run(bench_receive_ack(f"127.0.0.1:{port}", "BenchFloorT", 32, 4))
+        result["server_cpu_us_per_msg"] = round((proc_cpu_s(server.pid) - cpu0) / result["messages"] * 1e6, 1)
+    finally:
+        server.kill()
+        server.wait(20)
+    return result
+
+
 def bench_receive_batch_transports(addr: str, topic: str, rounds: int = 3) -> tuple[dict[str, Any], dict[str, Any]]:
     """ReceiveBatch 256 + AckBatch draining ``topic`` over gRPC and over frames (what the oms consumers use),
     alternated round by round, a group per drain (each receives and acks every message); the median round of each
@@ -652,7 +671,11 @@ def run(quick: bool = False) -> dict[str, Any]:
             pull = asyncio.run(bench_pull(broker.addr, "BenchBatchT", 1024))
             pull_batch = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchT", 1024))
             pull_batch_cq = asyncio.run(bench_pull_batch(broker.addr, "BenchBatchCQT", 1024))
+            cpu0 = proc_cpu_s(broker.proc.pid)
             receive_ack = asyncio.run(bench_receive_ack(broker.addr, "BenchBatchT", 32, 4))
+            receive_ack["server_cpu_us_per_msg"] = round(
+                (proc_cpu_s(broker.proc.pid) - cpu0) / receive_ack["messages"] * 1e6, 1
+            )
             # The same 200k messages drained twice by two groups: batches of 32 (v2's cap) and 256.
             receive_batch = asyncio.run(bench_receive_batch_ack(broker.addr, "BenchSendBatchT", 32, 4))
             receive_batch_256, receive_batch_256_frames = bench_receive_batch_transports(broker.addr, "BenchSendBatchT")
@@ -673,6 +696,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         finally:
             broker.stop()
     ceiling = bench_stream_ceiling(5_000 if quick else 30_000)
+    receive_floor = bench_receive_floor(5_000 if quick else 60_000)
     summary = {
         "official_sync_send_msgs_per_s": official["sync_msgs_per_s"],
         "official_async_send_msgs_per_s": official["async_msgs_per_s"],
@@ -688,6 +712,15 @@ def run(quick: bool = False) -> dict[str, Any]:
         "receive_batch_256_ack_frames_consume_msgs_per_s": receive_batch_256_frames["msgs_per_s"],
         "receive_batch_256_ack_batch_cq_consume_msgs_per_s": receive_batch_256_cq["msgs_per_s"],
         "grpc_stream_ceiling_msgs_per_s": ceiling["msgs_per_s"],
+        # Issue 22's v2 receive goal is against the ceiling; the floor is the same drain with no broker behind it.
+        "v2_receive_floor_msgs_per_s": receive_floor["msgs_per_s"],
+        "receive_ack_over_ceiling": round(receive_ack["msgs_per_s"] / ceiling["msgs_per_s"], 2),
+        "receive_ack_over_floor": round(receive_ack["msgs_per_s"] / receive_floor["msgs_per_s"], 2),
+        "v2_receive_floor_over_ceiling": round(receive_floor["msgs_per_s"] / ceiling["msgs_per_s"], 2),
+        "receive_ack_server_cpu_us_per_msg": {
+            "broker": receive_ack["server_cpu_us_per_msg"],
+            "floor": receive_floor["server_cpu_us_per_msg"],
+        },
         "e2e_latency_ms_p50_at_1k": latency_low["latency_ms_p50"],
         "e2e_latency_ms_p99_at_1k": latency_low["latency_ms_p99"],
         "e2e_latency_ms_p50_at_10k": latency["latency_ms_p50"],
@@ -735,6 +768,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "receive_batch_256_ack": receive_batch_256,
         "receive_batch_256_ack_frames": receive_batch_256_frames,
         "grpc_stream_ceiling": ceiling,
+        "v2_receive_floor": receive_floor,
         "latency_1k": latency_low,
         "latency": latency,
         "latency_pull_batch": latency_batch,

@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 
-from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
+from orbitmq.remoting.codec import FrameError, RemotingCommand, encode, iter_frames
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.grpc_frames import (
     MAX_FRAME_BODY_BYTES,
@@ -30,7 +29,6 @@ log = logging.getLogger("oms.client.frames")
 
 CONNECT_TIMEOUT_S = 3.0
 WRITE_BUFFER_HIGH = 1 << 20  # unsent request bytes above which a call waits for the socket
-_LENGTH = struct.Struct(">i")
 
 
 class FrameRpcError(grpc.RpcError):
@@ -69,30 +67,11 @@ class _FrameProtocol(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        view: bytes | bytearray = data
-        if buf:
-            buf += data
-            view = buf
-        pos, end = 0, len(view)
         try:
-            while end - pos >= 4:
-                (total,) = _LENGTH.unpack_from(view, pos)
-                check_length(total)
-                if end - pos - 4 < total:
-                    break
-                answer = decode(bytes(view[pos + 4 : pos + 4 + total]))
-                pos += 4 + total
+            for answer in iter_frames(self._buf, data):
                 self._conn._answered(answer)
         except FrameError as exc:
             self._conn._lost(f"the broker sent a malformed frame: {exc}")
-            return
-        if pos == end:
-            self._buf = bytearray()
-        elif view is buf:
-            del buf[:pos]
-        else:
-            self._buf = bytearray(view[pos:])
 
     def eof_received(self) -> bool:
         return False  # the broker closed its side: close ours (connection_lost follows)

@@ -227,7 +227,7 @@ def test_answers_are_matched_however_the_bytes_arrive() -> None:
                     writer.close()
                     return
                 if malformed.is_set():
-                    writer.write(struct.pack(">i", 12) + b"\x07" * 12)  # serialize type 7: no such thing
+                    writer.write(struct.pack(">i", 12) + b"\x07" * 12)  # a header length beyond the frame
                     await writer.drain()
                     continue
                 if len(requests) < 3:

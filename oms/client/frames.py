@@ -51,8 +51,7 @@ class _FrameProtocol(asyncio.Protocol):
     ``data_received``, and writes wait only once the transport holds more than ``WRITE_BUFFER_HIGH`` unsent.
 
     A ``StreamReader`` with a reader task cost two task wake-ups per answer (``readexactly`` of the length, then
-    of the frame) between the loop's other work; under the ReceiveBatch drain this path took ~5% of the client
-    (docs/broker.md, "ReceiveBatch + AckBatch over frames")."""
+    of the frame), each waiting behind the loop's other work (docs/broker.md, "The frame client, profiled")."""
 
     def __init__(self, conn: FrameConnection) -> None:
         self._conn = conn

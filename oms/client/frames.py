@@ -8,16 +8,14 @@ status the gRPC transport would have given. A grpc-aio round trip costs 0.6-0.9 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
-import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 
-from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
+from orbitmq.remoting.codec import FrameError, RemotingCommand, encode, iter_frames
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.grpc_frames import (
     MAX_FRAME_BODY_BYTES,
@@ -30,7 +28,7 @@ from orbitmq.remoting.grpc_frames import (
 log = logging.getLogger("oms.client.frames")
 
 CONNECT_TIMEOUT_S = 3.0
-_LENGTH = struct.Struct(">i")
+WRITE_BUFFER_HIGH = 1 << 20  # unsent request bytes above which a call waits for the socket
 
 
 class FrameRpcError(grpc.RpcError):
@@ -48,6 +46,64 @@ class FrameRpcError(grpc.RpcError):
         return self._details
 
 
+class _FrameProtocol(asyncio.Protocol):
+    """The connection's socket side: answers are cut from the bytes and handed to their callers inside
+    ``data_received``, and writes wait only once the transport holds more than ``WRITE_BUFFER_HIGH`` unsent.
+
+    A ``StreamReader`` with a reader task cost two task wake-ups per answer (``readexactly`` of the length, then
+    of the frame), each waiting behind the loop's other work (docs/broker.md, "The frame client, profiled")."""
+
+    def __init__(self, conn: FrameConnection) -> None:
+        self._conn = conn
+        self._buf = bytearray()  # the start of a frame not yet whole
+        self.transport: asyncio.Transport | None = None
+        self._paused = False
+        self._resumed: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for answer in iter_frames(self._buf, data):
+                self._conn._answered(answer)
+        except FrameError as exc:
+            self._conn._lost(f"the broker sent a malformed frame: {exc}")
+
+    def eof_received(self) -> bool:
+        return False  # the broker closed its side: close ours (connection_lost follows)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._wake()
+        self._conn._lost("the broker closed the connection" if exc is None else f"connection lost: {exc!r}")
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake()
+
+    def _wake(self) -> None:
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None and not resumed.done():
+            resumed.set_result(None)
+
+    async def drain(self) -> None:
+        """Back-pressure only when the socket is behind (over ``WRITE_BUFFER_HIGH`` unsent)."""
+        if self._paused and not self._conn.closed:
+            if self._resumed is None:
+                self._resumed = asyncio.get_running_loop().create_future()
+            await self._resumed
+
+
+def _expire(waiter: asyncio.Future[RemotingCommand]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class FrameConnection:
     """One TCP connection to a broker's remoting listener; concurrent calls are matched to answers by opaque."""
 
@@ -56,8 +112,7 @@ class FrameConnection:
         self._on_lost = on_lost
         self._opaque = itertools.count(1)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._protocol: _FrameProtocol | None = None
         self._connecting: asyncio.Future[None] | None = None
         self.closed = False
 
@@ -65,41 +120,29 @@ class FrameConnection:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    async def _connect(self) -> None:
-        if self._writer is not None:
-            return
-        if self._connecting is None:
-            self._connecting = asyncio.ensure_future(self._open())
-        await asyncio.shield(self._connecting)
+    async def _connect(self) -> _FrameProtocol:
+        if self._protocol is None:
+            if self._connecting is None:
+                self._connecting = asyncio.ensure_future(self._open())
+            await asyncio.shield(self._connecting)
+        assert self._protocol is not None
+        return self._protocol
 
     async def _open(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
+            _, protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _FrameProtocol(self), self.host, self.port), CONNECT_TIMEOUT_S
+            )
         except (OSError, TimeoutError) as exc:
             self._lost(f"cannot connect to {self.address}: {exc!r}")
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"cannot connect to {self.address}: {exc}") from None
-        self._writer = writer
-        self._reader_task = asyncio.get_running_loop().create_task(self._read(reader), name=f"frames-{self.address}")
+        self._protocol = protocol
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        reason = "the broker closed the connection"
-        try:
-            while True:
-                (total,) = _LENGTH.unpack(await reader.readexactly(4))
-                check_length(total)
-                answer = decode(await reader.readexactly(total))
-                waiter = self._pending.pop(answer.opaque, None)
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(answer)
-        except asyncio.IncompleteReadError:
-            pass
-        except FrameError as exc:
-            reason = f"the broker sent a malformed frame: {exc}"
-        except OSError as exc:
-            reason = f"connection lost: {exc!r}"
-        except asyncio.CancelledError:
-            reason = "the connection was closed"
-        self._lost(reason)
+    def _answered(self, answer: RemotingCommand) -> None:
+        waiter = self._pending.pop(answer.opaque, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(answer)
 
     def _lost(self, reason: str) -> None:
         if self.closed:
@@ -109,8 +152,9 @@ class FrameConnection:
         for waiter in pending.values():
             if not waiter.done():
                 waiter.set_exception(FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: {reason}"))
-        if self._writer is not None:
-            self._writer.close()
+        protocol = self._protocol
+        if protocol is not None and protocol.transport is not None:
+            protocol.transport.close()
         self._on_lost(self)
 
     async def call(self, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout: float) -> bytes:
@@ -121,18 +165,20 @@ class FrameConnection:
             )
         if self.closed:
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: the connection is closed")
-        await self._connect()
-        writer = self._writer
-        if writer is None or self.closed:
+        protocol = self._protocol or await self._connect()
+        transport = protocol.transport
+        if transport is None or self.closed:
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: the connection is closed")
         opaque = next(self._opaque)
-        waiter: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[opaque] = waiter
-        writer.write(encode(request_frame(method, body, metadata, int(timeout * 1000), opaque)))
+        # The deadline is a timer on the one future (asyncio.wait_for would add a second future and callbacks).
+        deadline = loop.call_later(timeout, _expire, waiter)
+        transport.write(encode(request_frame(method, body, metadata, int(timeout * 1000), opaque)))
         try:
-            if writer.transport.get_write_buffer_size() > 1 << 20:
-                await writer.drain()  # back-pressure only when the socket is behind
-            answer = await asyncio.wait_for(waiter, timeout)
+            await protocol.drain()
+            answer = await waiter
         except TimeoutError:
             self._cancel(opaque)
             raise FrameRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, f"{method}: deadline exceeded") from None
@@ -140,10 +186,8 @@ class FrameConnection:
             # as gRPC cancels the server's handler: a long poll must not go on taking messages for nobody
             self._cancel(opaque)
             raise
-        except OSError as exc:
-            self._lost(f"write failed: {exc!r}")
-            raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: {exc}") from None
         finally:
+            deadline.cancel()
             self._pending.pop(opaque, None)
         if answer.code != ResponseCode.SUCCESS:
             raw = answer.ext_fields.get(STATUS_FIELD, "")
@@ -152,17 +196,12 @@ class FrameConnection:
         return answer.body
 
     def _cancel(self, opaque: int) -> None:
-        writer = self._writer
-        if writer is not None and not self.closed:
-            writer.write(encode(cancel_frame(next(self._opaque), opaque)))
+        protocol = self._protocol
+        if protocol is not None and protocol.transport is not None and not self.closed:
+            protocol.transport.write(encode(cancel_frame(next(self._opaque), opaque)))
 
     async def close(self) -> None:
-        task = self._reader_task
         self._lost("the connection was closed")
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 class _UnaryUnary:

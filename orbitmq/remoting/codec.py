@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from orbitmq.limits import MAX_REMOTING_FRAME_BYTES
@@ -185,6 +186,31 @@ def _decode_binary(header: bytes) -> RemotingCommand:
     language = LANGUAGE_CODES[lang] if 0 <= lang < len(LANGUAGE_CODES) else "OTHER"
     return RemotingCommand(code, opaque, flag, remark, ext, language=language, version=version,
                            serialize_type=SerializeType.ROCKETMQ)  # fmt: skip
+
+
+def iter_frames(pending: bytearray, data: bytes) -> Iterator[RemotingCommand]:
+    """The whole frames of ``pending`` + ``data`` as they arrived on a connection, decoded in order; what is left
+    of a frame not yet whole stays in ``pending`` for the next read (once the loop has taken them all).
+
+    A connection's reader hands each read here instead of awaiting ``readexactly`` twice per frame: every frame
+    that arrived is taken in the read's own callback, not a task wake-up each later. ``FrameError`` on a length or
+    a frame that does not parse (the connection is then unusable)."""
+    view: bytes | bytearray = data
+    if pending:
+        pending += data
+        view = pending
+    pos, end = 0, len(view)
+    while end - pos >= 4:
+        (total,) = _INT.unpack_from(view, pos)
+        check_length(total)
+        if end - pos - 4 < total:
+            break
+        start, pos = pos + 4, pos + 4 + total
+        yield decode(bytes(view[start:pos]))
+    if view is pending:
+        del pending[:pos]
+    else:
+        pending += data[pos:]
 
 
 def check_length(total: int) -> None:

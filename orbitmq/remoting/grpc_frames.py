@@ -137,8 +137,12 @@ class GrpcFrameDispatcher:
         try:
             if timeout_s is None:
                 response = await unary.behaviour(request, context)
+            elif timeout_s <= 0:
+                raise TimeoutError  # as asyncio.wait_for with no time left: the handler does not start
             else:
-                response = await asyncio.wait_for(unary.behaviour(request, context), timeout_s)
+                # in this task: asyncio.wait_for would run the handler in a task of its own, one more per call
+                async with asyncio.timeout(timeout_s):
+                    response = await unary.behaviour(request, context)
         except AbortError as exc:
             return _error(cmd, exc.code, exc.details)
         except TimeoutError:

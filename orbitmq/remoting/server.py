@@ -8,12 +8,11 @@ import asyncio
 import contextlib
 import functools
 import itertools
-import struct
 import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.logging import get_logger
-from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
+from orbitmq.remoting.codec import FrameError, RemotingCommand, encode, iter_frames
 from orbitmq.remoting.codes import RPC_ONEWAY, ResponseCode
 from orbitmq.remoting.grpc_frames import CANCEL_FIELD, OrbitRequestCode
 
@@ -23,6 +22,8 @@ Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  #
 Observer = Callable[[int, int | None, bool, float], None]
 DisconnectListener = Callable[[str], None]  # the peer "host:port" whose connection closed
 ONEWAY_DRAIN_TIMEOUT_S = 3.0
+# Bytes taken per read: every frame they complete is dispatched at once (the transport reads up to 256 KiB a time).
+READ_CHUNK_BYTES = 1 << 18
 
 
 class RemotingServer:
@@ -64,21 +65,19 @@ class RemotingServer:
         lock = asyncio.Lock()
         self._channels[peer] = (writer, lock)
         pending: dict[int, asyncio.Task[None]] = {}  # by opaque: a framed call's cancel names its request
+        partial = bytearray()  # the start of a frame not yet whole
         try:
-            while True:
-                try:
-                    (total,) = struct.unpack(">i", await reader.readexactly(4))
-                except asyncio.IncompleteReadError:
-                    return  # the client closed the connection
-                check_length(total)
-                cmd = decode(await reader.readexactly(total))
-                if cmd.code == OrbitRequestCode.GRPC_CANCEL and self.frames is not None:
-                    _cancel(pending, cmd)
-                    continue
-                request = asyncio.create_task(self._answer(cmd, peer, writer, lock))
-                opaque = cmd.opaque
-                pending[opaque] = request
-                request.add_done_callback(functools.partial(_forget, pending, opaque))
+            while data := await reader.read(READ_CHUNK_BYTES):
+                for cmd in iter_frames(partial, data):
+                    if cmd.code == OrbitRequestCode.GRPC_CANCEL and self.frames is not None:
+                        _cancel(pending, cmd)
+                        continue
+                    request = asyncio.create_task(self._answer(cmd, peer, writer, lock))
+                    opaque = cmd.opaque
+                    pending[opaque] = request
+                    request.add_done_callback(functools.partial(_forget, pending, opaque))
+            if partial:  # the client closed the connection inside a frame
+                log.debug("remoting connection closed mid-frame", server=self.name, peer=peer, pending=len(partial))
         except FrameError as exc:
             log.warning("malformed remoting frame: connection closed", server=self.name, peer=peer, reason=str(exc))
         except (ConnectionError, asyncio.IncompleteReadError) as exc:

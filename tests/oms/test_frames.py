@@ -30,9 +30,16 @@ from orbitmq.proto import (
     transport_pb2,
     transport_pb2_grpc,
 )
-from orbitmq.remoting.codec import RemotingCommand
+from orbitmq.remoting.codec import RemotingCommand, decode, encode
 from orbitmq.remoting.codes import ResponseCode, SerializeType
-from orbitmq.remoting.grpc_frames import MAX_FRAME_BODY_BYTES, METHOD_FIELD, OrbitRequestCode
+from orbitmq.remoting.grpc_frames import (
+    MAX_FRAME_BODY_BYTES,
+    METHOD_FIELD,
+    STATUS_FIELD,
+    GrpcFrameDispatcher,
+    OrbitRequestCode,
+    request_frame,
+)
 from orbitmq.v2.signature import signing_metadata
 from tests.broker.v2client import METADATA
 from tests.conftest import BrokerHandle
@@ -198,6 +205,102 @@ def test_a_silent_or_absent_server_fails_the_call_in_time() -> None:
         with pytest.raises(FrameRpcError) as refused:
             await produce_pb2_grpc.ProduceStub(gone).SendBatch(batch_request("T", 1, "m"), timeout=5)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+    asyncio.run(scenario())
+
+
+def test_answers_are_matched_however_the_bytes_arrive() -> None:
+    """The client cuts answers from the socket's bytes itself: answers coalesced into one write, one split at every
+    byte, and a split length field all reach their own callers; a malformed frame fails the calls in flight with
+    UNAVAILABLE naming it and the channel connects again for the next call."""
+
+    async def scenario() -> None:
+        malformed = asyncio.Event()
+
+        async def scripted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            requests: list[RemotingCommand] = []
+            while True:
+                try:
+                    (total,) = struct.unpack(">i", await reader.readexactly(4))
+                    requests.append(decode(await reader.readexactly(total)))
+                except asyncio.IncompleteReadError:
+                    writer.close()
+                    return
+                if malformed.is_set():
+                    writer.write(struct.pack(">i", 12) + b"\x07" * 12)  # a header length beyond the frame
+                    await writer.drain()
+                    continue
+                if len(requests) < 3:
+                    continue  # answer three at once
+                answers = []
+                for cmd in reversed(requests):  # out of order: matched by opaque, not position
+                    answer = cmd.response(ResponseCode.SUCCESS)
+                    answer.body = cmd.body * 3
+                    answers.append(encode(answer))
+                requests.clear()
+                first, rest = answers[0], b"".join(answers[1:])
+                for i in range(len(first)):  # one byte at a time, the length field too
+                    writer.write(first[i : i + 1])
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                writer.write(rest)  # two frames in one write
+                await writer.drain()
+
+        server = await asyncio.start_server(scripted, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        channel = FrameChannel("127.0.0.1", port)
+        call = channel.unary_unary("/t.T/Echo")
+        try:
+            bodies = [b"a" * 70_000, b"b", b"c" * 3]
+            answers = await asyncio.wait_for(asyncio.gather(*(call(b, timeout=10) for b in bodies)), 30)
+            assert answers == [b * 3 for b in bodies]
+            again = await asyncio.wait_for(asyncio.gather(*(call(b, timeout=10) for b in bodies)), 30)
+            assert again == answers
+            malformed.set()
+            with pytest.raises(FrameRpcError) as bad:
+                await call(b"x", timeout=10)
+            assert bad.value.code() == grpc.StatusCode.UNAVAILABLE and "malformed" in bad.value.details()
+            malformed.clear()
+            after = await asyncio.wait_for(asyncio.gather(*(call(b, timeout=10) for b in bodies)), 30)
+            assert after == answers  # a new connection
+        finally:
+            await channel.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
+
+
+def test_the_server_ends_a_handler_at_the_callers_deadline() -> None:
+    """The dispatcher runs a handler in the frame's own task under the caller's deadline: past it the answer is
+    DEADLINE_EXCEEDED and the handler is stopped; with no time left the handler never starts; within it the
+    handler's answer comes back."""
+    started: list[bytes] = []
+    finished: list[bytes] = []
+
+    async def slow(request: bytes, context: object) -> bytes:
+        started.append(request)
+        await asyncio.sleep(float(request.decode()))
+        finished.append(request)
+        return request
+
+    generic = grpc.method_handlers_generic_handler("t.T", {"Slow": grpc.unary_unary_rpc_method_handler(slow)})
+    dispatcher = GrpcFrameDispatcher([generic])
+
+    def frame(body: bytes, timeout_ms: int) -> RemotingCommand:
+        return decode(encode(request_frame("/t.T/Slow", body, METADATA, timeout_ms, 1))[4:])
+
+    async def scenario() -> None:
+        late = await asyncio.wait_for(dispatcher(frame(b"5", 200), "127.0.0.1:1"), 10)
+        assert late.code == ResponseCode.SYSTEM_ERROR
+        assert late.ext_fields[STATUS_FIELD] == str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0])
+        assert "deadline of 200 ms" in (late.remark or "")
+        assert started == [b"5"] and finished == []
+        none_left = await asyncio.wait_for(dispatcher(frame(b"0", 0), "127.0.0.1:1"), 10)
+        assert none_left.ext_fields[STATUS_FIELD] == str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0])
+        assert started == [b"5"]  # not started
+        ok = await asyncio.wait_for(dispatcher(frame(b"0.01", 5000), "127.0.0.1:1"), 10)
+        assert ok.code == ResponseCode.SUCCESS and ok.body == b"0.01" and finished == [b"0.01"]
 
     asyncio.run(scenario())
 

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from orbitmq.limits import MAX_REMOTING_FRAME_BYTES
-from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode
+from orbitmq.remoting.codec import FrameError, RemotingCommand, check_length, decode, encode, iter_frames
 from orbitmq.remoting.codes import RPC_TYPE_RESPONSE, SerializeType
 
 # RocketMQ's RemotingCommand.encodeHeader for code 105 (GET_ROUTEINFO_BY_TOPIC), JAVA, version 453, opaque 7, no
@@ -64,6 +64,33 @@ def test_frame_length_limits() -> None:
         check_length(3)
     with pytest.raises(FrameError, match=f"exceeds the limit of {MAX_REMOTING_FRAME_BYTES} bytes"):
         check_length(MAX_REMOTING_FRAME_BYTES + 1)
+
+
+def test_frames_are_cut_from_reads_however_they_split() -> None:
+    """What a connection reads goes through ``iter_frames``: several frames in one read, a frame (its length field
+    too) split across reads at any byte, the rest of a frame kept for the next read."""
+    cmds = [
+        RemotingCommand(9100, 1, ext_fields={"rpc": "/a.A/B"}, body=b"x" * 300, serialize_type=SerializeType.ROCKETMQ),
+        RemotingCommand(11, 2, remark="r", ext_fields={"topic": "T"}),
+        RemotingCommand(9100, 3, body=b"", serialize_type=SerializeType.ROCKETMQ),
+    ]
+    stream = b"".join(encode(c) for c in cmds)
+    pending = bytearray()
+    assert [c.opaque for c in iter_frames(pending, stream)] == [1, 2, 3] and not pending
+    for cut in range(1, len(stream)):
+        for cut2 in (cut, min(len(stream), cut + 7), len(stream)):
+            pending = bytearray()
+            got = list(iter_frames(pending, stream[:cut]))
+            got += iter_frames(pending, stream[cut:cut2])
+            got += iter_frames(pending, stream[cut2:])
+            assert got == cmds, (cut, cut2)
+            assert not pending
+    pending = bytearray()
+    assert list(iter_frames(pending, stream[:-1])) == cmds[:2] and pending == stream[-len(encode(cmds[2])) : -1]
+    with pytest.raises(FrameError, match="below the 4 bytes"):
+        list(iter_frames(bytearray(), struct.pack(">i", 2) + b"ab"))
+    with pytest.raises(FrameError, match="header length"):
+        list(iter_frames(bytearray(), encode(cmds[1]) + struct.pack(">i", 12) + b"\x07" * 12))
 
 
 def test_missing_and_malformed_header_fields_name_the_field() -> None:

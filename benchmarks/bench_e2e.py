@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import statistics
@@ -606,6 +607,9 @@ def bench_stream_ceiling(n: int) -> dict[str, Any]:
     return {"messages": n, "msgs_per_s": round(float(out.stdout.strip()))}
 
 
+FLOOR_START_TIMEOUT_S = 60
+
+
 def bench_receive_floor(n: int) -> dict[str, Any]:
     """The bench's v2 ReceiveMessage + AckMessage drain against a server with no broker work behind it
     (``benchmarks.v2_receive_floor``): what the protocol's one-message-per-response stream allows here."""
@@ -614,6 +618,9 @@ def bench_receive_floor(n: int) -> dict[str, Any]:
     )
     try:
         assert server.stdout is not None
+        # the server prints its port once listening; a server that never does must not hang the benchmark
+        if not select.select([server.stdout], [], [], FLOOR_START_TIMEOUT_S)[0]:
+            raise TimeoutError(f"the v2 receive floor server printed no port in {FLOOR_START_TIMEOUT_S} s")
         port = int(server.stdout.readline())
         cpu0 = proc_cpu_s(server.pid)
         result = asyncio.run(bench_receive_ack(f"127.0.0.1:{port}", "BenchFloorT", 32, 4))

@@ -16,6 +16,7 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from broker.store.message import COMPRESSED_FLAG, TRANSACTION_PREPARED_TYPE, MessageExt, MessageExtBrokerInner
 from orbitmq import message_const as mc
+from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from orbitmq.validation import MessageKind
 
 # Never echoed into user_properties on delivery.
@@ -109,6 +110,25 @@ def v2_properties(user: Mapping[str, str], tag: str | None, keys: Sequence[str],
     return props
 
 
+_TAGS = mc.PROPERTY_TAGS + NAME_VALUE_SEPARATOR
+_KEYS = mc.PROPERTY_KEYS + NAME_VALUE_SEPARATOR
+_UNIQ = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+
+
+def encode_v2_properties(user: Mapping[str, str], tag: str | None, keys: Sequence[str], message_id: str) -> bytes:
+    """``encode_properties(v2_properties(...))`` without the dict: the record's properties of a checked message
+    (``validate_user_properties`` refuses the system's names, so no user property stands where these go)."""
+    sep = PROPERTY_SEPARATOR
+    text = sep.join(map(NAME_VALUE_SEPARATOR.join, user.items())) + sep if user else ""
+    if tag is not None:
+        text += _TAGS + tag + sep
+    if keys:
+        text += _KEYS + mc.KEY_SEPARATOR.join(keys) + sep
+    if message_id:
+        text += _UNIQ + message_id + sep
+    return text.encode()
+
+
 def inner_from_v2(
     msg: definition_pb2.Message,
     sp: definition_pb2.SystemProperties,
@@ -120,20 +140,28 @@ def inner_from_v2(
     queue_id: int = 0,
 ) -> MessageExtBrokerInner:
     """The store's message for v2 message ``msg`` (``sp``: its system properties) with its stored properties."""
-    # The body is stored as sent; the flag tells consumers it is compressed (as RocketMQ's COMPRESSED_FLAG).
-    if sp.body_encoding == definition_pb2.GZIP:
-        sys_flag |= COMPRESSED_FLAG
     born_ms = timestamp_to_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
     return MessageExtBrokerInner(
         topic=msg.topic.name,
         body=msg.body,
         queue_id=queue_id,
         properties=props,
-        sys_flag=sys_flag,
+        sys_flag=sys_flag | body_sys_flag(sp.body_encoding),
         born_timestamp=born_ms,
-        born_host=_host_tuple(sp.born_host, born_host) if sp.born_host else born_host,
+        born_host=declared_born_host(sp.born_host, born_host),
         store_host=store_host,
     )
+
+
+def body_sys_flag(encoding: int) -> int:
+    """The system flag of a body sent with ``encoding``: it is stored as sent, and the flag tells consumers it is
+    compressed (as RocketMQ's COMPRESSED_FLAG)."""
+    return COMPRESSED_FLAG if encoding == definition_pb2.GZIP else 0
+
+
+def declared_born_host(declared: str, peer: tuple[str, int]) -> tuple[str, int]:
+    """The born host of a message declaring ``declared`` (maybe nothing) sent over a connection from ``peer``."""
+    return _host_tuple(declared, peer) if declared else peer
 
 
 def to_v2_message(

@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.context import BrokerContext
-from broker.grpc.convert import from_v2_message, inner_from_v2, kind_of_v2, timestamp_to_ms, v2_properties
-from broker.store.message import MessageExtBrokerInner, java_string_hash
+from broker.grpc.convert import (
+    body_sys_flag,
+    declared_born_host,
+    encode_v2_properties,
+    from_v2_message,
+    kind_of_v2,
+    timestamp_to_ms,
+)
+from broker.store.message import java_string_hash, tags_hash_code
+from broker.store.plain_batch import ColumnBatch
 from broker.store.results import PutMessageResult, PutMessageStatus, PutResults
 from broker.timer_service import deliver_ms_of, encode_recall_handle, to_delay_level, to_schedule
 from broker.transaction_service import to_half
@@ -102,14 +109,6 @@ def validate_v2_message(
             )
 
 
-@dataclass(frozen=True, slots=True)
-class _PlainBatch:
-    """A request of normal messages, checked and converted in one pass: the store's messages and their ids."""
-
-    inners: list[MessageExtBrokerInner]
-    ids: list[str]
-
-
 class SendService:
     """Owns the per-topic round-robin counters (loop-only state)."""
 
@@ -170,21 +169,29 @@ class SendService:
                 check_message_type(kind, tc.message_type.value, topic)
         return tc
 
-    def _plain(self, messages: Sequence[definition_pb2.Message], born_host: tuple[str, int]) -> _PlainBatch | None:
+    def _plain(self, messages: Sequence[definition_pb2.Message], born_host: tuple[str, int]) -> ColumnBatch | None:
         """The common request in one pass per message: normal messages only (no transaction, delivery time,
-        message group or client delay level), checked and converted by what ``_check`` and the general path use,
-        without the kinds pass, the delay bookkeeping and a result object per message. None when a message is
-        anything else: the request then takes the general path from the start (its checks come first in the same
-        order, so it raises what this would)."""
+        message group or client delay level), checked by what ``_check`` and the general path use and read into
+        the store's columns, without a message object, a properties dict or a result object per message. None
+        when a message is anything else: the request then takes the general path from the start (its checks come
+        first in the same order, so it raises what this would)."""
         if not messages or len(messages) > MAX_SEND_BATCH_MESSAGES:
             return None
         topic = messages[0].topic.name
         validate_topic(topic)
         max_body = self.ctx.max_message_size
-        store_host = self.ctx.store_host
         level_prop = mc.PROPERTY_CLIENT_DELAY_LEVEL
         transaction = definition_pb2.TRANSACTION
-        inners: list[MessageExtBrokerInner] = []
+        bodies: list[bytes] = []
+        propss: list[bytes] = []
+        sys_flags: list[int] = []
+        borns: list[int] = []
+        hosts: list[tuple[str, int]] = []
+        codes: list[int] = []
+        ids: list[str] = []
+        keys_col: list[str] = []
+        now_ms = int(time.time() * 1000)  # the born time of messages that declare none
+        declared, host = "", born_host
         total = 0
         for m in messages:
             sp = m.system_properties
@@ -203,8 +210,17 @@ class SendService:
             tag = sp.tag if sp.HasField("tag") else None
             total += len(body)
             check_v2_fields(body, message_id, user, tag, keys, max_body)
-            props = v2_properties(user, tag, keys, message_id)
-            inners.append(inner_from_v2(m, sp, props, 0, born_host=born_host, store_host=store_host))
+            bodies.append(body)
+            propss.append(encode_v2_properties(user, tag, keys, message_id))
+            sys_flags.append(body_sys_flag(sp.body_encoding))
+            borns.append(timestamp_to_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms)
+            if sp.born_host != declared:  # one client declares one host: one tuple for the whole request
+                declared = sp.born_host
+                host = declared_born_host(declared, born_host)
+            hosts.append(host)
+            codes.append(tags_hash_code(tag))
+            ids.append(message_id)
+            keys_col.append(mc.KEY_SEPARATOR.join(keys) if keys else "")
         if len(messages) > 1 and total > MAX_BATCH_SIZE:
             raise MQError(
                 Code.MESSAGE_BODY_TOO_LARGE, f"batch bodies take {total} bytes, the limit is {MAX_BATCH_SIZE} bytes"
@@ -215,27 +231,31 @@ class SendService:
         if self.ctx.config.enableTopicMessageTypeCheck:
             check_message_type(MessageKind.NORMAL, tc.message_type.value, topic)
         queue_id = self._next_queue(tc)
-        for inner in inners:
-            inner.queue_id = queue_id
-        return _PlainBatch(inners, [m.system_properties.message_id for m in messages])
+        return ColumnBatch(
+            topic, queue_id, bodies, propss, sys_flags, borns, hosts, codes, ids, keys_col, self.ctx.store_host
+        )
 
-    async def _send_plain(self, plain: _PlainBatch) -> service_pb2.SendMessageResponse:
-        inners = plain.inners
+    async def _send_plain(self, cols: ColumnBatch) -> service_pb2.SendMessageResponse:
         plugins = self.ctx.plugins
+        results: Sequence[PutMessageResult]
         if plugins.has_before_store:
+            inners = list(cols)  # a hook may change a message: the store takes the objects the hooks saw
             for inner in inners:
                 plugins.before_store(inner)  # an MQError refuses the request: nothing of it is stored
-        results: Sequence[PutMessageResult] = await self.ctx.store.put_messages_aio(inners)
+            results = await self.ctx.store.put_messages_aio(inners)
+        else:
+            results = await self.ctx.store.put_plain_batch_aio(cols)
+        ids = cols.unique_keys
         if plugins.has_after_store:
-            for inner, result in zip(inners, results, strict=True):
+            for inner, result in zip(cols, results, strict=True):
                 plugins.after_store(inner, result)
         if isinstance(results, PutResults) and _PUT_STATUS_CODES.get(results.status) == Code.OK:
             response = service_pb2.SendMessageResponse(status=_OK)
             add = response.entries.add
-            for message_id, offset in zip(plain.ids, results.queue_offsets, strict=True):
+            for message_id, offset in zip(ids, results.queue_offsets, strict=True):
                 add(status=_OK, message_id=message_id, offset=offset)
             return response
-        return _response_for_ids(plain.ids, [definition_pb2.NORMAL] * len(plain.ids), results)
+        return _response_for_ids(ids, [definition_pb2.NORMAL] * len(ids), results)
 
     async def send(
         self, request: service_pb2.SendMessageRequest, born_host: tuple[str, int] = ("127.0.0.1", 0)

@@ -23,7 +23,7 @@ from broker.store.message import (
     MessageExtBrokerInner,
     tags_hash_code,
 )
-from broker.store.plain_batch import PlainBatch
+from broker.store.plain_batch import ColumnBatch, PlainBatch
 from orbitmq.message_batch import ENTRY_HEAD as INNER_HEAD
 from orbitmq.message_batch import MIN_ENTRY_SIZE as INNER_MIN_SIZE
 from orbitmq.message_batch import PROPS_LEN as INNER_PROPS_LEN
@@ -144,7 +144,8 @@ class AppendBatch:
     the first queue offset and the packed ConsumeQueue entries.
     """
 
-    msgs: Sequence[MessageExtBrokerInner]  # a PlainBatch: records straight from its payload (encode_plain_run)
+    # a PlainBatch / ColumnBatch: records straight from its payload / columns (encode_plain_run / encode_column_run)
+    msgs: Sequence[MessageExtBrokerInner]
     raws: Sequence[bytes | None] | None
     store_timestamp: int
     store_host: tuple[str, int]
@@ -190,6 +191,8 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
     """
     if type(batch.msgs) is PlainBatch:
         return encode_plain_run(batch, batch.msgs, start, phys, room)
+    if type(batch.msgs) is ColumnBatch:
+        return encode_column_run(batch, batch.msgs, start, phys, room)
     parts: list[bytes] = []
     add = parts.append
     pack = HEADER.pack
@@ -377,6 +380,95 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
         add(prefix)
         add(props)
         add(crc32(props, crc32(prefix, crc32(body, crc32(header)))).to_bytes(4, "big"))
+        add_entry(entry(phys, size, codes[i]))
+        add_written(phys)
+        add_size(size)
+        add_qo(queue_offset)
+        add_keyed(i)  # every plain message has an id: the index takes it
+        phys += size
+    batch.written_bytes += phys - first
+    return b"".join(parts), stop
+
+
+def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: int, room: int) -> tuple[bytes, int]:
+    """``encode_run`` for a ``ColumnBatch``: each record from the columns' body, properties, system flag and born
+    time and host. The records are those ``encode_run`` makes of the messages ``cols[i]`` builds, byte for byte."""
+    parts: list[bytes] = []
+    add = parts.append
+    pack = HEADER.pack
+    props_len = PROPS_LEN.pack
+    entry = CQ_ENTRY.pack
+    crc32 = zlib.crc32
+    magic = MESSAGE_MAGIC_CODE
+    store_ts = batch.store_timestamp
+    store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
+    max_body, max_record = batch.max_body, batch.max_record
+    add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
+    add_keyed = batch.keyed.append
+    topic, queue_id = cols.topic, cols.queue_id
+    try:
+        prefix = _topic_prefix(topic)
+    except RecordError as exc:
+        for i in range(start, len(cols)):
+            batch.refuse(i, exc)
+        return b"", len(cols)
+    key = (topic, queue_id)
+    slot = batch.cq.get(key)
+    if slot is None:
+        slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
+    queue_first, entries = slot
+    add_entry = entries.append
+    bodies, propss, sys_flags, borns, born_hosts = (
+        cols.bodies, cols.properties, cols.sys_flags, cols.born_timestamps, cols.born_hosts
+    )  # fmt: skip
+    codes = cols.tags_codes
+    last_born_host: tuple[str, int] | None = None
+    born_ip, born_port = b"", 0
+    fixed = HEADER_SIZE + TRAILER.size + len(prefix) + PROPS_LEN.size
+    first, end = phys, phys + room
+    stop = n = len(bodies)
+    for i in range(start, n):
+        body = bodies[i]
+        props = propss[i]
+        body_len = len(body)
+        size = fixed + body_len + len(props)
+        if size > max_record or body_len > max_body or len(props) > MAX_PROPERTIES_BYTES:
+            batch.refuse(i, _refusal(cols[i], None, batch))
+            continue
+        if phys + size > end:
+            stop = i
+            break
+        born = born_hosts[i]
+        if born is not last_born_host:
+            last_born_host, born_ip, born_port = born, _ip(born[0]), born[1]
+        queue_offset = queue_first + len(entries)
+        record = (
+            pack(
+                size,
+                magic,
+                crc32(body),
+                queue_id,
+                0,
+                queue_offset,
+                phys,
+                sys_flags[i],
+                borns[i],
+                born_ip,
+                born_port,
+                store_ts,
+                store_ip,
+                store_port,
+                0,
+                0,
+                body_len,
+            )
+            + body
+            + prefix
+            + props_len(len(props))
+            + props
+        )
+        add(record)
+        add(crc32(record).to_bytes(4, "big"))
         add_entry(entry(phys, size, codes[i]))
         add_written(phys)
         add_size(size)

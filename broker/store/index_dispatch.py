@@ -14,7 +14,7 @@ from typing import NamedTuple
 from broker.store.codec import AppendBatch
 from broker.store.config import MessageStoreConfig
 from broker.store.index_file import IndexService
-from broker.store.plain_batch import PlainBatch
+from broker.store.plain_batch import ColumnBatch, PlainBatch
 from orbitmq import message_const as mc
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,14 @@ def index_job(batch: AppendBatch, store_timestamp: int) -> IndexJob | None:
         ]
         last = batch.keyed[-1]
         return IndexJob(plain, store_timestamp, written[last] + batch.sizes[last])
+    if type(msgs) is ColumnBatch:  # an id each, maybe keys: read from the columns
+        topic, uniqs, keys_col, sep = msgs.topic, msgs.unique_keys, msgs.keys, mc.KEY_SEPARATOR
+        columns: list[IndexEntry] = [
+            (topic, tuple(k for k in v.split(sep) if k) if (v := keys_col[i]) else (), uniqs[i], written[i])
+            for i in batch.keyed
+        ]
+        last = batch.keyed[-1]
+        return IndexJob(columns, store_timestamp, written[last] + batch.sizes[last])
     keys_prop = mc.PROPERTY_KEYS
     uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
     entries: list[IndexEntry] = []

@@ -35,7 +35,7 @@ from broker.store.index_dispatch import IndexDispatchService, index_job
 from broker.store.index_file import IndexService
 from broker.store.mapped_file import DiskFullError
 from broker.store.message import INNER_BATCH_FLAG, MessageExt, MessageExtBrokerInner
-from broker.store.plain_batch import PlainBatch
+from broker.store.plain_batch import RAW_BATCHES, ColumnBatch, PlainBatch
 from broker.store.results import (
     AppendMessageResult,
     CommitLogDispatcher,
@@ -369,9 +369,10 @@ class DefaultMessageStore:
         ``encoded_properties[i]``, when given, is ``msgs[i].properties`` already encoded (saves encoding twice)."""
         return self._put_aio(msgs, encoded_properties, single=False)
 
-    def put_plain_batch_aio(self, batch: PlainBatch) -> asyncio.Future[Sequence[PutMessageResult]]:
-        """``put_messages_aio`` of a SendBatch request's plain messages, their records encoded straight from the
-        request's payload (``PlainBatch``); appended in its turn of the loop, after the puts made before it."""
+    def put_plain_batch_aio(self, batch: PlainBatch | ColumnBatch) -> asyncio.Future[Sequence[PutMessageResult]]:
+        """``put_messages_aio`` of a request's plain messages, their records encoded straight from a SendBatch
+        request's payload (``PlainBatch``) or a v2 request's columns (``ColumnBatch``); appended in its turn of the
+        loop, after the puts made before it."""
         return self._put_aio(batch, None, single=False)
 
     def _put_aio(
@@ -402,11 +403,12 @@ class DefaultMessageStore:
             msgs, raws, future, single = pending[0]
             self._put(msgs, [PutCaller(future, 0, len(msgs), single)], loop, raws)
             return
-        if any(type(msgs) is PlainBatch for msgs, _, _, _ in pending):
-            # a plain batch is appended on its own (its records come from its payload); order is kept
+        if any(type(msgs) in RAW_BATCHES for msgs, _, _, _ in pending):
+            # a plain or column batch is appended on its own (its records come from its payload or columns); order
+            # is kept
             run: list[_PendingPut] = []
             for put in pending:
-                if type(put[0]) is PlainBatch:
+                if type(put[0]) in RAW_BATCHES:
                     if run:
                         self._put_pending(run, loop)
                         run = []

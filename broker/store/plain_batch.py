@@ -1,8 +1,9 @@
-"""A SendBatch request's messages stored straight from its MessageBatch payload: no object per message on the put.
+"""Requests' plain messages stored without an object per message on the put: a SendBatch request's straight from
+its MessageBatch payload (``PlainBatch``), a v2 SendMessage request's from columns (``ColumnBatch``).
 
-Only for batches ``scan_message_batch`` accepted (an id each, maybe a tag, keys, user properties): the record
-encoder reads each entry where it lies in the payload; a message object is built only when something asks for one
-(a refusal's reason, a CommitLog dispatcher, metrics), and then it is the one the general path would have built.
+Only for plain messages (an id each, maybe a tag, keys, user properties): the record encoder reads each message
+where it lies; a message object is built only when something asks for one (a refusal's reason, a CommitLog
+dispatcher, metrics), and then it is the one the general path would have built.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import overload
 
 from broker.store.message import MessageExtBrokerInner
 from orbitmq.message_batch import ScannedBatch, entry_at
+from orbitmq.record import decode_properties
 
 
 @dataclass(eq=False)
@@ -54,3 +56,54 @@ class PlainBatch(Sequence[MessageExtBrokerInner]):
             store_host=self.store_host,
             tags_code=self.tags_codes[index],
         )
+
+
+@dataclass(eq=False)
+class ColumnBatch(Sequence[MessageExtBrokerInner]):
+    """The plain messages of one request as columns, all to ``topic``/``queue_id``, in the request's order.
+
+    A v2 SendMessage request is not one payload but a message object each: the protocol layer reads each field once
+    into these columns and the encoder writes records from them (``encode_column_run``), so a put builds no message
+    object and no properties dict. ``properties[i]`` is message i's properties as the record holds them (the
+    encoded form ``orbitmq.record.encode_properties`` writes); ``keys[i]`` its ``KEYS`` value, "" for none.
+    """
+
+    topic: str
+    queue_id: int
+    bodies: list[bytes]
+    properties: list[bytes]
+    sys_flags: list[int]
+    born_timestamps: list[int]
+    born_hosts: list[tuple[str, int]]
+    tags_codes: list[int]
+    unique_keys: list[str]
+    keys: list[str]
+    store_host: tuple[str, int]
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @overload
+    def __getitem__(self, i: int) -> MessageExtBrokerInner: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[MessageExtBrokerInner]: ...
+
+    def __getitem__(self, i: int | slice) -> MessageExtBrokerInner | list[MessageExtBrokerInner]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        return MessageExtBrokerInner(
+            self.topic,
+            self.bodies[i],  # IndexError past the end ends iteration
+            self.queue_id,
+            decode_properties(self.properties[i]),
+            sys_flag=self.sys_flags[i],
+            born_timestamp=self.born_timestamps[i],
+            born_host=self.born_hosts[i],
+            store_host=self.store_host,
+            tags_code=self.tags_codes[i],
+        )
+
+
+RAW_BATCHES = (PlainBatch, ColumnBatch)
+"""The batches the store encodes without a message object each: appended on their own, never merged with others."""

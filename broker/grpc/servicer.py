@@ -128,8 +128,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.SendMessageRequest, context: Any
     ) -> service_pb2.SendMessageResponse:
         async def run() -> service_pb2.SendMessageResponse:
-            topics = sorted({m.topic.name for m in request.messages})
-            access.check(self.ctx.plugins, context, "SendMessage", *(access.topic(t, Action.PUB) for t in topics))
+            if self.ctx.plugins.has_acl:  # a thousand messages' topics cost ~0.5 ms: read them only for a check
+                topics = sorted({m.topic.name for m in request.messages})
+                access.check(self.ctx.plugins, context, "SendMessage", *(access.topic(t, Action.PUB) for t in topics))
             return await self.sender.send(request, _peer(context))
 
         return await guarded("SendMessage", service_pb2.SendMessageResponse, run)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
+from itertools import accumulate
 from typing import NamedTuple
 
 from broker.store.consume_queue import ENTRY as CQ_ENTRY
@@ -305,18 +306,15 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
     (the MessageBatch entry holds the properties length and bytes as a record does), its body CRC is the one the
     scan checked, and the record CRC runs over the pieces. The records are those ``encode_run`` makes of the
     decoded messages, byte for byte."""
-    parts: list[bytes | memoryview] = []
+    parts: list[bytes] = []
     add = parts.append
     pack = HEADER.pack
     unpack = INNER_HEAD.unpack_from
-    entry = CQ_ENTRY.pack
     crc32 = zlib.crc32
     magic = MESSAGE_MAGIC_CODE
     store_ts = batch.store_timestamp
     store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
     max_body, max_record = batch.max_body, batch.max_record
-    add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
-    add_keyed = batch.keyed.append
     topic, queue_id = plain.topic, plain.queue_id
     try:
         prefix = _topic_prefix(topic)
@@ -329,65 +327,86 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
     if slot is None:
         slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
     queue_first, entries = slot
-    add_entry = entries.append
     born_ts = plain.born_timestamp
     born_ip, born_port = _ip(plain.born_host[0]), plain.born_host[1]
     payload = plain.payload
-    view = memoryview(payload)
-    positions, codes = plain.scanned.positions, plain.tags_codes
+    positions = plain.scanned.positions
     head = INNER_HEAD.size
     # record = header + body + topic prefix + (properties length + properties) + CRC; the entry's total size
     # counts its own head, the body and the properties length + properties
     fixed = HEADER_SIZE + TRAILER.size + len(prefix) - head
     first, end = phys, phys + room
     stop = n = len(positions)
+    # the per-message lists are filled after the loop, one run of records at a time (a refusal ends a run)
+    run_start, run_phys, run_qo = start, phys, queue_first + len(entries)
+    sizes: list[int] = []
+    add_size = sizes.append
     for i in range(start, n):
         pos = positions[i]
         total, _, body_crc, flag, body_len = unpack(payload, pos)
         size = fixed + total
         if size > max_record or body_len > max_body:
+            _written_run(batch, plain, run_start, run_phys, run_qo, sizes, entries)
             batch.refuse(i, _refusal(plain[i], None, batch))
+            run_start, run_phys, run_qo, sizes = i + 1, phys, queue_first + len(entries), []
+            add_size = sizes.append
             continue
         if phys + size > end:
             stop = i
             break
-        queue_offset = queue_first + len(entries)
-        header = pack(
-            size,
-            magic,
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            phys,
-            0,
-            born_ts,
-            born_ip,
-            born_port,
-            store_ts,
-            store_ip,
-            store_port,
-            0,
-            0,
-            body_len,
+        b1 = pos + head + body_len
+        record = (
+            pack(
+                size,
+                magic,
+                body_crc,
+                queue_id,
+                flag,
+                run_qo + len(sizes),
+                phys,
+                0,
+                born_ts,
+                born_ip,
+                born_port,
+                store_ts,
+                store_ip,
+                store_port,
+                0,
+                0,
+                body_len,
+            )
+            + payload[pos + head : b1]
+            + prefix
+            + payload[b1 : pos + total]
         )
-        b0 = pos + head
-        b1 = b0 + body_len
-        body = view[b0:b1]
-        props = view[b1 : pos + total]
-        add(header)
-        add(body)
-        add(prefix)
-        add(props)
-        add(crc32(props, crc32(prefix, crc32(body, crc32(header)))).to_bytes(4, "big"))
-        add_entry(entry(phys, size, codes[i]))
-        add_written(phys)
+        add(record)
+        add(crc32(record).to_bytes(4, "big"))
         add_size(size)
-        add_qo(queue_offset)
-        add_keyed(i)  # every plain message has an id: the index takes it
         phys += size
+    _written_run(batch, plain, run_start, run_phys, run_qo, sizes, entries)
     batch.written_bytes += phys - first
     return b"".join(parts), stop
+
+
+def _written_run(
+    batch: AppendBatch,
+    plain: PlainBatch,
+    start: int,
+    phys: int,
+    queue_offset: int,
+    sizes: list[int],
+    entries: list[bytes],
+) -> None:
+    """The per-message lists of a run of records ``encode_plain_run`` wrote back to back from ``phys`` on."""
+    if not sizes:
+        return
+    n = len(sizes)
+    written = list(accumulate(sizes[:-1], initial=phys))
+    batch.written.extend(written)
+    batch.sizes.extend(sizes)
+    batch.queue_offsets.extend(range(queue_offset, queue_offset + n))
+    batch.keyed.extend(range(start, start + n))  # every plain message has an id: the index takes it
+    entries.extend(map(CQ_ENTRY.pack, written, sizes, plain.tags_codes[start : start + n]))
 
 
 def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: int, room: int) -> tuple[bytes, int]:

@@ -346,7 +346,7 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
         total, _, body_crc, flag, body_len = unpack(payload, pos)
         size = fixed + total
         if size > max_record or body_len > max_body:
-            _written_run(batch, plain, run_start, run_phys, run_qo, sizes, entries)
+            _written_run(batch, plain.tags_codes, run_start, run_phys, run_qo, sizes, entries)
             batch.refuse(i, _refusal(plain[i], None, batch))
             run_start, run_phys, run_qo, sizes = i + 1, phys, queue_first + len(entries), []
             add_size = sizes.append
@@ -383,21 +383,22 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
         add(crc32(record).to_bytes(4, "big"))
         add_size(size)
         phys += size
-    _written_run(batch, plain, run_start, run_phys, run_qo, sizes, entries)
+    _written_run(batch, plain.tags_codes, run_start, run_phys, run_qo, sizes, entries)
     batch.written_bytes += phys - first
     return b"".join(parts), stop
 
 
 def _written_run(
     batch: AppendBatch,
-    plain: PlainBatch,
+    tags_codes: list[int],
     start: int,
     phys: int,
     queue_offset: int,
     sizes: list[int],
     entries: list[bytes],
 ) -> None:
-    """The per-message lists of a run of records ``encode_plain_run`` wrote back to back from ``phys`` on."""
+    """The per-message lists of a run of ``len(sizes)`` records from message ``start`` on, written back to back from
+    ``phys`` on with consecutive queue offsets (``encode_plain_run``, ``encode_column_run``)."""
     if not sizes:
         return
     n = len(sizes)
@@ -406,7 +407,7 @@ def _written_run(
     batch.sizes.extend(sizes)
     batch.queue_offsets.extend(range(queue_offset, queue_offset + n))
     batch.keyed.extend(range(start, start + n))  # every plain message has an id: the index takes it
-    entries.extend(map(CQ_ENTRY.pack, written, sizes, plain.tags_codes[start : start + n]))
+    entries.extend(map(CQ_ENTRY.pack, written, sizes, tags_codes[start : start + n]))
 
 
 def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: int, room: int) -> tuple[bytes, int]:
@@ -416,14 +417,11 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
     add = parts.append
     pack = HEADER.pack
     props_len = PROPS_LEN.pack
-    entry = CQ_ENTRY.pack
     crc32 = zlib.crc32
     magic = MESSAGE_MAGIC_CODE
     store_ts = batch.store_timestamp
     store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
     max_body, max_record = batch.max_body, batch.max_record
-    add_written, add_size, add_qo = batch.written.append, batch.sizes.append, batch.queue_offsets.append
-    add_keyed = batch.keyed.append
     topic, queue_id = cols.topic, cols.queue_id
     try:
         prefix = _topic_prefix(topic)
@@ -436,7 +434,6 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
     if slot is None:
         slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
     queue_first, entries = slot
-    add_entry = entries.append
     bodies, propss, sys_flags, borns, born_hosts = (
         cols.bodies, cols.properties, cols.sys_flags, cols.born_timestamps, cols.born_hosts
     )  # fmt: skip
@@ -446,13 +443,20 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
     fixed = HEADER_SIZE + TRAILER.size + len(prefix) + PROPS_LEN.size
     first, end = phys, phys + room
     stop = n = len(bodies)
+    # the per-message lists are filled after the loop, one run of records at a time (a refusal ends a run)
+    run_start, run_phys, run_qo = start, phys, queue_first + len(entries)
+    sizes: list[int] = []
+    add_size = sizes.append
     for i in range(start, n):
         body = bodies[i]
         props = propss[i]
         body_len = len(body)
         size = fixed + body_len + len(props)
         if size > max_record or body_len > max_body or len(props) > MAX_PROPERTIES_BYTES:
+            _written_run(batch, codes, run_start, run_phys, run_qo, sizes, entries)
             batch.refuse(i, _refusal(cols[i], None, batch))
+            run_start, run_phys, run_qo, sizes = i + 1, phys, queue_first + len(entries), []
+            add_size = sizes.append
             continue
         if phys + size > end:
             stop = i
@@ -460,7 +464,6 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
         born = born_hosts[i]
         if born is not last_born_host:
             last_born_host, born_ip, born_port = born, _ip(born[0]), born[1]
-        queue_offset = queue_first + len(entries)
         record = (
             pack(
                 size,
@@ -468,7 +471,7 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
                 crc32(body),
                 queue_id,
                 0,
-                queue_offset,
+                run_qo + len(sizes),
                 phys,
                 sys_flags[i],
                 borns[i],
@@ -488,12 +491,9 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
         )
         add(record)
         add(crc32(record).to_bytes(4, "big"))
-        add_entry(entry(phys, size, codes[i]))
-        add_written(phys)
         add_size(size)
-        add_qo(queue_offset)
-        add_keyed(i)  # every plain message has an id: the index takes it
         phys += size
+    _written_run(batch, codes, run_start, run_phys, run_qo, sizes, entries)
     batch.written_bytes += phys - first
     return b"".join(parts), stop
 

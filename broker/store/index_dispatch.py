@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from broker.store.codec import AppendBatch
@@ -19,15 +20,20 @@ from orbitmq import message_const as mc
 
 log = logging.getLogger(__name__)
 
-IndexEntry = tuple[str, tuple[str, ...], str | None, int]
-"""One keyed message: topic, its ``KEYS``, its unique key, its CommitLog offset (a plain tuple: one per message,
-built under the put lock)."""
+
+class KeyColumns(NamedTuple):
+    """Keys of one topic as columns, in index order: ``keys[i]`` names the record at ``offsets[i]`` (per message its
+    unique key, then its ``KEYS``). Lists, not a tuple per message: a put of a thousand messages builds three."""
+
+    topic: str
+    keys: list[str]
+    offsets: list[int]
 
 
 class IndexJob(NamedTuple):
-    """The keyed messages of one put, in append order."""
+    """The keyed messages of one put, in append order: one run per stretch of messages of one topic."""
 
-    entries: list[IndexEntry]
+    runs: list[KeyColumns]
     store_timestamp: int  # ms, the same for every message of the put
     end_offset: int  # the end of the last keyed record: the index covers up to here once the job is built
 
@@ -36,43 +42,65 @@ def index_job(batch: AppendBatch, store_timestamp: int) -> IndexJob | None:
     """The job for the keyed messages ``batch`` wrote, None when none carries a key (call under the put lock)."""
     if not batch.keyed:
         return None
-    msgs, written = batch.msgs, batch.written
+    msgs, written, keyed = batch.msgs, batch.written, batch.keyed
+    last = keyed[-1]
     if type(msgs) is PlainBatch:  # an id each, maybe keys (checked ASCII words): no message object needed
-        topic, ids, keys_of = msgs.topic, msgs.scanned.unique_keys, msgs.scanned.keys
-        plain: list[IndexEntry] = [
-            (
-                topic,
-                tuple(k.decode("ascii").split(" ")) if (k := keys_of[i]) else (),
-                ids[i].decode("ascii"),
-                written[i],
-            )
-            for i in batch.keyed
-        ]
-        last = batch.keyed[-1]
-        return IndexJob(plain, store_timestamp, written[last] + batch.sizes[last])
+        ids = [msgs.scanned.unique_keys[i].decode("ascii") for i in keyed]
+        run = _run_of(msgs.topic, ids, keyed, written, msgs.scanned.keys)
+        return IndexJob([run], store_timestamp, written[last] + batch.sizes[last])
     if type(msgs) is ColumnBatch:  # an id each, maybe keys: read from the columns
-        topic, uniqs, keys_col, sep = msgs.topic, msgs.unique_keys, msgs.keys, mc.KEY_SEPARATOR
-        columns: list[IndexEntry] = [
-            (topic, tuple(k for k in v.split(sep) if k) if (v := keys_col[i]) else (), uniqs[i], written[i])
-            for i in batch.keyed
-        ]
-        last = batch.keyed[-1]
-        return IndexJob(columns, store_timestamp, written[last] + batch.sizes[last])
+        uniqs = msgs.unique_keys
+        run = _run_of(msgs.topic, [uniqs[i] for i in keyed], keyed, written, msgs.keys)
+        return IndexJob([run], store_timestamp, written[last] + batch.sizes[last])
     keys_prop = mc.PROPERTY_KEYS
     uniq_prop = mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-    entries: list[IndexEntry] = []
+    runs: list[KeyColumns] = []
+    topic = ""
+    keys: list[str] = []
+    offsets: list[int] = []
     last = -1
-    for i in batch.keyed:
+    for i in keyed:
         msg = msgs[i]
         props = msg.properties
-        keys = tuple(msg.keys) if keys_prop in props else ()
         uniq = props.get(uniq_prop)
-        if keys or uniq:
-            entries.append((msg.topic, keys, uniq, written[i]))
-            last = i
-    if not entries:
+        more = msg.keys if keys_prop in props else []
+        if not (uniq or more):
+            continue
+        if msg.topic != topic or not runs:
+            topic, keys, offsets = msg.topic, [], []
+            runs.append(KeyColumns(topic, keys, offsets))
+        phys = written[i]
+        if uniq:
+            keys.append(uniq)
+            offsets.append(phys)
+        keys.extend(more)
+        offsets.extend([phys] * len(more))
+        last = i
+    if not runs:
         return None
-    return IndexJob(entries, store_timestamp, written[last] + batch.sizes[last])
+    return IndexJob(runs, store_timestamp, written[last] + batch.sizes[last])
+
+
+def _run_of(
+    topic: str, ids: list[str], keyed: list[int], written: list[int], keys_of: Sequence[bytes | str | None]
+) -> KeyColumns:
+    """The run of a plain or column batch: an id per message (``ids``, in ``keyed`` order), maybe ``KEYS``
+    (``keys_of``, by message index, separated by spaces as stored)."""
+    if not any(keys_of):
+        return KeyColumns(topic, ids, [written[i] for i in keyed])
+    keys: list[str] = []
+    offsets: list[int] = []
+    sep = mc.KEY_SEPARATOR
+    for uniq, i in zip(ids, keyed, strict=True):
+        phys = written[i]
+        keys.append(uniq)
+        offsets.append(phys)
+        raw = keys_of[i]
+        if raw:
+            more = [k for k in (raw.decode("ascii") if isinstance(raw, bytes) else raw).split(sep) if k]
+            keys.extend(more)
+            offsets.extend([phys] * len(more))
+    return KeyColumns(topic, keys, offsets)
 
 
 class IndexDispatchService:
@@ -157,16 +185,9 @@ class IndexDispatchService:
                 return
 
     def _build(self, job: IndexJob) -> None:
-        ts = job.store_timestamp
-        keyed: list[tuple[str, str, int, int]] = []
-        add = keyed.append
-        for topic, keys, uniq, phys in job.entries:
-            if uniq:
-                add((topic, uniq, phys, ts))
-            for key in keys:
-                add((topic, key, phys, ts))
         try:
-            self._index.build_many(keyed)
+            for run in job.runs:
+                self._index.build_keys(run.topic, run.keys, run.offsets, job.store_timestamp)
         except OSError as exc:
             log.error("index build failed", extra={"error": str(exc)})
         self.end_offset = job.end_offset

@@ -144,45 +144,46 @@ class IndexFile:
         self._write_header()
         return True
 
-    def put_many(self, items: list[tuple[str, str, int, int]], start: int) -> int:
-        """``put`` each of ``items[start:]`` (topic, key, commitlog offset, store timestamp) until the file is
-        full; returns the index of the first item not put. The header is written once, after the entries:
-        a slot pointing past the header's count is ignored by readers, so a crash in between loses nothing."""
+    def put_keys(self, topic: str, keys: list[str], offsets: list[int], store_timestamp: int, start: int) -> int:
+        """``put`` each of one topic's ``keys[start:]`` (commitlog offsets ``offsets``, all stored at
+        ``store_timestamp``: a put's keys) until the file is full; returns the index of the first key not put.
+
+        The topic's hash prefix and the time field are computed once, and the header is written once, after the
+        entries: a slot pointing past the header's count is ignored by readers, so a crash in between loses
+        nothing."""
         hdr = self.header
         mm = self.mm
-        slot_num, limit = self.slot_num, self.index_num
-        entries_base = HEADER_SIZE + slot_num * SLOT.size
-        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
-        entry_size = ENTRY.size
+        slot_num = self.slot_num
         idx, used = hdr.index_count, hdr.hash_slot_count
-        last_topic, prefix = "", 0
-        i, n = start, len(items)
-        phys = ts = 0
+        stop = min(len(keys), start + max(0, self.index_num - idx))
+        if stop <= start:
+            return start
+        if idx == 1:
+            hdr.begin_timestamp, hdr.begin_phy_offset = store_timestamp, offsets[start]
+        diff = max(0, (store_timestamp - hdr.begin_timestamp) // 1000)
         kind = self.key_hash
+        prefix = kind.prefix(topic)
         crc = kind is KeyHash.CRC32
         crc32 = zlib.crc32
-        while i < n and idx < limit:
-            topic, key, phys, ts = items[i]
-            if topic != last_topic:
-                last_topic, prefix = topic, kind.prefix(topic)
+        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+        slot_size, entry_size = SLOT.size, ENTRY.size
+        entry_pos = HEADER_SIZE + slot_num * slot_size + idx * entry_size
+        for i in range(start, stop):
+            key = keys[i]
             h = crc32(key.encode(), prefix) & 0x7FFFFFFF if crc else _key_hash(prefix, key)
-            slot_pos = HEADER_SIZE + (h % slot_num) * SLOT.size
+            slot_pos = HEADER_SIZE + (h % slot_num) * slot_size
             (prev,) = unpack_slot(mm, slot_pos)
             if prev <= 0 or prev >= idx:  # entry idx is not written yet: a slot naming it is a crash leftover
                 prev = 0
                 used += 1
-            if idx == 1:
-                hdr.begin_timestamp, hdr.begin_phy_offset = ts, phys
-            diff = (ts - hdr.begin_timestamp) // 1000
-            pack_entry(mm, entries_base + idx * entry_size, h, phys, diff if diff > 0 else 0, prev)
+            pack_entry(mm, entry_pos, h, offsets[i], diff, prev)
             pack_slot(mm, slot_pos, idx)
             idx += 1
-            i += 1
-        if i > start:
-            hdr.index_count, hdr.hash_slot_count = idx, used
-            hdr.end_phy_offset, hdr.end_timestamp = phys, ts
-            self._write_header()
-        return i
+            entry_pos += entry_size
+        hdr.index_count, hdr.hash_slot_count = idx, used
+        hdr.end_phy_offset, hdr.end_timestamp = offsets[stop - 1], store_timestamp
+        self._write_header()
+        return stop
 
     def _write_header(self) -> None:
         h = self.header
@@ -281,12 +282,12 @@ class IndexService:
             for key in keys:
                 self._put(topic, key, phys, ts)
 
-    def build_many(self, items: list[tuple[str, str, int, int]]) -> None:
-        """Index (topic, key, commitlog offset, store timestamp) items in order, rolling files as they fill."""
+    def build_keys(self, topic: str, keys: list[str], offsets: list[int], ts: int) -> None:
+        """Index ``keys[i]`` of ``topic`` at commitlog offset ``offsets[i]``, all stored at ``ts``, in order."""
         with self.lock:
             i = 0
-            while i < len(items):
-                i = self._writable().put_many(items, i)
+            while i < len(keys):
+                i = self._writable().put_keys(topic, keys, offsets, ts, i)
 
     def _put(self, topic: str, key: str, phys: int, ts: int) -> None:
         f = self._writable()

@@ -33,33 +33,6 @@ def test_every_key_is_found_with_all_its_offsets(entries: list[tuple[str, int]])
         service.shutdown()
 
 
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(["T", "Other", "主题"]), keys, st.integers(0, 10_000)), min_size=1, max_size=200
-    ),
-    st.integers(1, 50),
-)
-@settings(max_examples=40, deadline=None)
-def test_batched_puts_write_what_single_puts_write(entries: list[tuple[str, str, int]], chunk: int) -> None:
-    """build_many (the dispatch thread's path, one header write per file per batch) leaves the same files,
-    byte for byte, as one build_index per key, across file rolls."""
-    base = 1_700_000_000_000
-    items = [(topic, key, phys, base + dt) for phys, (topic, key, dt) in enumerate(entries)]
-    with tempfile.TemporaryDirectory() as d:
-        single = IndexService(Path(d) / "single", slot_num=16, index_num=32)
-        batched = IndexService(Path(d) / "batched", slot_num=16, index_num=32)
-        single.load()
-        batched.load()
-        for topic, key, phys, ts in items:
-            single.build_index(topic, (key,), None, phys, ts)
-        for i in range(0, len(items), chunk):
-            batched.build_many(items[i : i + chunk])
-        assert [f.mm[:] for f in batched.files] == [f.mm[:] for f in single.files]
-        assert [f.header for f in batched.files] == [f.header for f in single.files]
-        single.shutdown()
-        batched.shutdown()
-
-
 def test_time_range_and_limit(tmp_path: Path) -> None:
     f = IndexFile(tmp_path / "1", slot_num=64, index_num=100)
     base = 1_700_000_000_000
@@ -134,3 +107,31 @@ def test_index_file_names() -> None:
     assert KeyHash.of("1700000000000") is KeyHash.JAVA
     assert KeyHash.of("1700000000000.crc32") is KeyHash.CRC32
     assert KeyHash.of("1700000000000.tmp") is None and KeyHash.of("lock") is None
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["T", "主题"]), st.lists(keys, min_size=1, max_size=40)), max_size=8),
+    st.integers(0, 50_000),
+)
+@settings(max_examples=40, deadline=None)
+def test_key_columns_write_what_single_puts_write(puts: list[tuple[str, list[str]]], step_ms: int) -> None:
+    """build_keys (a plain or column batch's keys: one topic, one store time per put) leaves the same files, byte
+    for byte, as one build_index per key, across file rolls."""
+    base = 1_700_000_000_000
+    with tempfile.TemporaryDirectory() as d:
+        single = IndexService(Path(d) / "single", slot_num=16, index_num=32)
+        columns = IndexService(Path(d) / "columns", slot_num=16, index_num=32)
+        single.load()
+        columns.load()
+        phys = 0
+        for n, (topic, put_keys) in enumerate(puts):
+            ts = base + n * step_ms
+            offsets = [phys + 100 * i for i in range(len(put_keys))]
+            phys += 100 * len(put_keys)
+            for key, offset in zip(put_keys, offsets, strict=True):
+                single.build_index(topic, (key,), None, offset, ts)
+            columns.build_keys(topic, put_keys, offsets, ts)
+        assert [f.mm[:] for f in columns.files] == [f.mm[:] for f in single.files]
+        assert [f.header for f in columns.files] == [f.header for f in single.files]
+        single.shutdown()
+        columns.shutdown()

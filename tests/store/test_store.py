@@ -9,7 +9,7 @@ import time
 import pytest
 
 from broker.store.config import FlushDiskType
-from broker.store.index_dispatch import IndexJob
+from broker.store.index_dispatch import IndexJob, KeyColumns
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
 from broker.store.message_store import DefaultMessageStore
 from broker.store.results import (
@@ -209,14 +209,26 @@ def test_one_index_job_per_put_names_its_keyed_messages(
     (job,) = jobs
     first, third = results[0].append_result, results[2].append_result
     assert first is not None and third is not None
-    assert job.entries == [
-        ("Q", ("k0", "common"), None, first.wrote_offset),
-        ("Q", (), "U2", third.wrote_offset),
-    ]
+    assert job.runs == [KeyColumns("Q", ["k0", "common", "U2"], [first.wrote_offset] * 2 + [third.wrote_offset])]
     assert job.store_timestamp == third.store_timestamp
     assert job.end_offset == third.wrote_offset + third.wrote_bytes  # the last keyed record, not the put's last
     wait_until(lambda: store.dispatch_behind_bytes() == 0, 10, what="index dispatch")
     assert [m.body for m in store.query_message("Q", "U2", 10, 0, job.store_timestamp + 1)] == [b"uniq only"]
+
+    # a put of several topics: one run per stretch of one topic, in append order, each key found in its topic
+    mixed = [msg(1, topic="Q"), msg(2, topic="R"), msg(3, topic="R", UNIQ_KEY="U3"), msg(4, topic="Q")]
+    results = store.put_messages(mixed)
+    offsets = [r.append_result.wrote_offset for r in results if r.append_result is not None]
+    assert [(run.topic, run.keys, run.offsets) for run in jobs[-1].runs] == [
+        ("Q", ["k1", "common"], [offsets[0]] * 2),
+        ("R", ["k2", "common", "U3", "k3", "common"], [offsets[1]] * 2 + [offsets[2]] * 3),
+        ("Q", ["k4", "common"], [offsets[3]] * 2),
+    ]
+    wait_until(lambda: store.dispatch_behind_bytes() == 0, 10, what="index dispatch")
+    until = jobs[-1].store_timestamp + 1
+    assert sorted(m.body for m in store.query_message("R", "common", 10, 0, until)) == [b"body-2" * 3, b"body-3" * 3]
+    assert [m.body for m in store.query_message("R", "U3", 10, 0, until)] == [b"body-3" * 3]
+    assert [m.body for m in store.query_message("Q", "k4", 10, 0, until)] == [b"body-4" * 3]
 
 
 def test_sync_flush_concurrent_writers_share_flushes(store_factory: StoreFactory) -> None:

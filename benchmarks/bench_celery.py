@@ -52,6 +52,7 @@ LATENCY_GAP_S = 0.010
 WORKER_ARGS = ["-P", "prefork", "-c", "2", "-l", "WARNING", "-Q", "bench"]
 PHASE_TIMEOUT_S = 180.0
 AB_STALL_S = 5.0
+AB_LATENCY_ROUND_TIMEOUT_S = 240.0
 TICK = "benchmarks.celery_bench_app.tick"
 STARTED = "benchmarks.celery_bench_app.started"
 
@@ -493,14 +494,86 @@ def ab(base: Path, n: int, rounds: int) -> dict[str, Any]:
     }
 
 
+# One latency phase of the code under a checkout, run in a process of its own (PYTHONPATH and cwd = that checkout:
+# publisher, broker and worker all run its code). Only names both sides have. A fresh broker first allocates and
+# pre-touches its commit log segment (several seconds of CPU, the GIL held in chunks): the phase starts once the
+# broker is idle, as it is in the full run's latency phase (which comes after the drains).
+_LATENCY_ROUND = """
+import json, sys, tempfile, time
+from pathlib import Path
+from benchmarks.bench_celery import TICK, _client, _close_app, latency, orbitmq_broker
+from benchmarks.common import proc_cpu_s
+count = int(sys.argv[1])
+with tempfile.TemporaryDirectory(prefix="bench-celery-abl-") as tmp:
+    with orbitmq_broker(Path(tmp)) as (url, broker):
+        app = _client(url)
+        try:
+            app.send_task(TICK, args=("warm",))  # the queue and its topic
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                before = proc_cpu_s(broker.pid)
+                time.sleep(0.5)
+                if proc_cpu_s(broker.pid) - before < 0.025:
+                    break
+            print(json.dumps(latency(app, url, Path(tmp), count)))
+        finally:
+            _close_app(app)
+"""
+
+
+def ab_latency(base: Path, count: int, rounds: int) -> dict[str, Any]:
+    """Publish-to-start latency of ``base`` and of this checkout in alternated rounds (the first of each pair
+    alternates too), each round a fresh broker and worker of that side's code; medians of p50/p90/p99 per side."""
+    detail: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    sides = {"before": base, "after": ROOT}
+    for i in range(rounds):
+        for side in ["before", "after"] if i % 2 == 0 else ["after", "before"]:
+            root = sides[side]
+            out = subprocess.run(
+                [sys.executable, "-c", _LATENCY_ROUND, str(count)],
+                cwd=root,
+                env=_code_env(root),
+                capture_output=True,
+                timeout=AB_LATENCY_ROUND_TIMEOUT_S,
+                check=True,
+            )
+            r = {**json.loads(out.stdout.decode().strip().splitlines()[-1]), "load": round(os.getloadavg()[0], 2)}
+            print(f"bench_celery ab-latency: round {i + 1}/{rounds} {side}: {json.dumps(r)}", file=sys.stderr)
+            detail[side].append(r)
+    keys = ("p50_ms", "p90_ms", "p99_ms")
+    summary: dict[str, Any] = {
+        side: {k: round(statistics.median(r[k] for r in rs), 2) for k in keys} for side, rs in detail.items()
+    }
+    summary["after_over_before"] = {k: round(summary["after"][k] / summary["before"][k], 2) for k in keys}
+    return {
+        "what": f"celery publish-to-start latency on OrbitMQ, base checkout {base} vs this one, alternated rounds, "
+        f"one broker and one 'celery worker {' '.join(WORKER_ARGS)}' per round, {count} sequential tasks "
+        f"{LATENCY_GAP_S * 1000:.0f} ms apart",
+        "tasks": count,
+        "rounds": rounds,
+        "rounds_detail": detail,
+        "summary": summary,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--ab", type=Path, metavar="BASE", help="drain A/B against the checkout at BASE (OrbitMQ only)")
     parser.add_argument("--ab-tasks", type=int, default=6000)
     parser.add_argument("--ab-rounds", type=int, default=3)
+    parser.add_argument(
+        "--ab-latency", type=Path, metavar="BASE", help="latency A/B against the checkout at BASE (OrbitMQ only)"
+    )
+    parser.add_argument("--ab-latency-tasks", type=int, default=LATENCY_N_FULL)
     parser.add_argument("brokers", nargs="*", default=list(BROKERS))
     args = parser.parse_args(argv)
+    if args.ab_latency is not None:
+        result = ab_latency(args.ab_latency.resolve(), args.ab_latency_tasks, args.ab_rounds)
+        path = write_result("celery-ab-latency", result)
+        print(json.dumps(result["summary"], indent=2))
+        print(f"wrote {path}")
+        return 0
     if args.ab is not None:
         result = ab(args.ab.resolve(), args.ab_tasks, args.ab_rounds)
         path = write_result("celery-ab", result)

@@ -3,6 +3,7 @@ are never left without a byte in it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from kombu import Connection
 
 import transports.celery.transport as transport_module
+from oms.client.loop import LoopThread
 from transports.celery.transport import Transport
 
 
@@ -57,3 +59,28 @@ def test_a_message_readied_during_the_drain_of_the_pipe_still_wakes_the_worker(
     assert _pipe_has_byte(transport), "a message readied after the worker took everything left no byte to wake it"
     transport._drain_pipe()
     assert not _pipe_has_byte(transport)
+
+
+def test_a_message_readied_on_the_io_loop_wakes_the_worker_once_that_loop_turns(transport: Transport) -> None:
+    """On the I/O loop the byte is written at the loop's next turn (after the fetcher sent its next receive), so
+    the worker's thread is not woken into a wait for the GIL; it must still be written, once."""
+    io = LoopThread("test-io")
+    io.start()
+    transport._io = io
+    try:
+
+        async def ready_on_the_loop() -> tuple[bool, bool]:
+            _ready(transport, "from a fetcher")
+            _ready(transport, "same turn")  # one byte for both: the worker is already being woken
+            before = _pipe_has_byte(transport)
+            await asyncio.sleep(0)  # the loop's next turn runs the write
+            return before, _pipe_has_byte(transport)
+
+        before, after = io.run(ready_on_the_loop(), timeout=10)
+    finally:
+        transport._io = None
+        io.stop()
+    assert not before, "the byte was written while the fetcher still held the loop"
+    assert after, "no byte after the loop turned: the worker would sleep with messages ready"
+    assert os.read(transport._wake_r, 16) == b"x"
+    assert [entry[2]["body"] for entry in transport._ready] == ["from a fetcher", "same turn"]

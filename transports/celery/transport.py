@@ -899,9 +899,20 @@ class Transport(virtual.Transport):
             self._ready.extend((channel, queue, p) for p in payloads)
             self._ready_cond.notify_all()
             wake, self._wake_sent = not self._wake_sent, True
-        if wake:
-            with contextlib.suppress(BlockingIOError, OSError):
-                os.write(self._wake_w, b"x")
+        if not wake:
+            return
+        io = self._io
+        if io is not None and io.in_loop():
+            # The fetcher goes on to send its next receive before the loop idles. Woken now, the worker's thread
+            # would wait for the GIL through that work (and lose it again at each of its syscalls); woken at the
+            # loop's next turn, it finds the loop thread about to sleep in select (docs/celery.md, latency).
+            io.loop.call_soon(self._write_wake)
+        else:
+            self._write_wake()
+
+    def _write_wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
 
     def _deliver_ready(self) -> int:
         delivered = 0

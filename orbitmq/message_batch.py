@@ -6,15 +6,18 @@ Each message: total size (4), magic code 0 (4), body CRC32 (4), flag (4), body l
 
 from __future__ import annotations
 
-import re
 import struct
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from orbitmq.errors import Code, MQError
 from orbitmq.limits import MAX_PROPERTIES_SIZE
 from orbitmq.record import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
+
+if TYPE_CHECKING:
+    from orbitmq.validation import PlainShapes
 
 BATCH_MAGIC_CODE = 0
 ENTRY_HEAD = struct.Struct(">iiIii")  # total size, magic, body CRC, flag, body length
@@ -154,12 +157,12 @@ class ScannedBatch:
 
 
 def scan_message_batch(
-    payload: bytes, expected_count: int, max_count: int, max_body: int, plain: re.Pattern[bytes]
+    payload: bytes, expected_count: int, max_count: int, max_body: int, plain: PlainShapes
 ) -> ScannedBatch | None:
-    """The fast check of a batch whose messages all have properties of a plain shape (``plain`` matches them whole;
-    its groups are user properties, tag, keys, id, id, tag): framing, count, body CRC, body size 1..``max_body``,
-    properties. None as soon as anything differs; ``decode_message_batch`` and the full checks then say what (or
-    accept it)."""
+    """The fast check of a batch whose messages all have properties of a plain shape (``plain.full`` matches them
+    whole, its groups are user properties, tag, keys, id, id, tag; ``plain.id_only`` the id alone, tried first):
+    framing, count, body CRC, body size 1..``max_body``, properties. None as soon as anything differs;
+    ``decode_message_batch`` and the full checks then say what (or accept it)."""
     if not 0 < expected_count <= max_count:
         return None
     positions: list[int] = []
@@ -170,7 +173,7 @@ def scan_message_batch(
     unpack = ENTRY_HEAD.unpack_from
     props_len = PROPS_LEN.unpack_from
     crc32 = zlib.crc32
-    fullmatch = plain.fullmatch
+    fullmatch, id_only = plain.full.fullmatch, plain.id_only.fullmatch
     head, min_size = ENTRY_HEAD.size, MIN_ENTRY_SIZE
     pos, end, body_bytes = 0, len(payload), 0
     while pos < end:
@@ -183,16 +186,22 @@ def scan_message_batch(
         b1 = pos + head + body_len
         if crc32(payload[pos + head : b1]) != body_crc or min_size + body_len + props_len(payload, b1)[0] != total:
             return None
-        match = fullmatch(payload, b1 + 2, nxt)
-        if match is None:
-            return None
-        user, tag_first, keys_first, id_first, id_second, tag_second = match.groups()
-        if user is not None and not _user_properties_fit(user, tag_first, keys_first):
-            return None
+        only = id_only(payload, b1 + 2, nxt)
+        if only is not None:
+            add_tag(None)
+            add_keys(None)
+            add_id(only.group(1))
+        else:
+            match = fullmatch(payload, b1 + 2, nxt)
+            if match is None:
+                return None
+            user, tag_first, keys_first, id_first, id_second, tag_second = match.groups()
+            if user is not None and not _user_properties_fit(user, tag_first, keys_first):
+                return None
+            add_tag(tag_first or tag_second)
+            add_keys(keys_first)
+            add_id(id_first or id_second)
         add_pos(pos)
-        add_tag(tag_first or tag_second)
-        add_keys(keys_first)
-        add_id(id_first or id_second)
         body_bytes += body_len
         pos = nxt
     if len(tags) != expected_count:

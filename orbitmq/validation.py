@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import NamedTuple
 
 from orbitmq import message_const as mc
 from orbitmq.errors import Code, MQError
@@ -35,14 +36,28 @@ _RESERVED_NAME = rb"(?:" + rb"|".join(re.escape(k.encode()) for k in sorted(mc.S
 # with a non-space character that is not reserved, any value; at most MAX_PROPERTY_COUNT of them
 # (possessive runs: no class holds the separator after it, so nothing is lost, and sre skips the backtracking state)
 _USER_ITEMS = rb"((?:(?!" + _RESERVED_NAME + rb") *+[!-~][ -~]*+\x01[ -~]*+\x02){1,%d})" % MAX_PROPERTY_COUNT
+
+
 # The encoded properties of a batched message in their most common shapes: the message id, maybe after user
 # properties, a tag and keys (oms's order), or followed by a tag; every character one the full checks accept. A
 # match passes those checks without decoding the properties, but for two that a pattern cannot say (the scan
 # checks them: a name given twice, the properties' total size); its groups are (user properties, tag, keys, id,
 # id, tag), one of each pair set. Anything else goes through the checks (Produce/SendBatch's plain path).
-PLAIN_BATCH_PROPERTIES = re.compile(
-    rb"(?:" + _USER_ITEMS + rb")?(?:" + _TAGS_ITEM + rb")?(?:" + _KEYS_ITEM + rb")?" + _ID_ITEM
-    + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?"
+class PlainShapes(NamedTuple):
+    """The plain shapes of a batched message's encoded properties: ``full`` (all of them, groups as below) and
+    ``id_only``, the commonest match of ``full`` on its own (the id alone: one group), tried first because it costs
+    about half as much to match."""
+
+    full: re.Pattern[bytes]
+    id_only: re.Pattern[bytes]
+
+
+PLAIN_BATCH_PROPERTIES = PlainShapes(
+    re.compile(
+        rb"(?:" + _USER_ITEMS + rb")?(?:" + _TAGS_ITEM + rb")?(?:" + _KEYS_ITEM + rb")?" + _ID_ITEM
+        + rb"|" + _ID_ITEM + rb"(?:" + _TAGS_ITEM + rb")?"
+    ),
+    re.compile(_ID_ITEM),
 )  # fmt: skip
 
 

@@ -105,6 +105,23 @@ def test_plain_batch_scan_accepts_only_what_the_full_checks_accept(items, damage
     assert scanned.body_bytes == sum(len(e.body) for e in decoded)
 
 
+_ID_BYTES = st.binary(max_size=140) | st.text(alphabet="AZaz09-_ \x01\x02|é", max_size=130).map(str.encode)
+
+
+@given(st.binary(max_size=40) | _ID_BYTES.map(lambda raw: b"UNIQ_KEY\x01" + raw + b"\x02"))
+@settings(max_examples=400, deadline=None)
+def test_the_id_only_shape_is_a_match_of_the_full_pattern(block: bytes) -> None:
+    """The scan tries ``id_only`` first: whatever it takes, the full pattern takes too, as the id alone."""
+    only = PLAIN_BATCH_PROPERTIES.id_only.fullmatch(block)
+    full = PLAIN_BATCH_PROPERTIES.full.fullmatch(block)
+    if only is None:
+        return
+    assert full is not None
+    user, tag_first, keys_first, id_first, id_second, tag_second = full.groups()
+    assert (user, tag_first, keys_first, tag_second) == (None, None, None, None)
+    assert only.group(1) == (id_first or id_second)
+
+
 def test_plain_batch_scan_takes_user_properties_and_leaves_the_rest_to_the_checks() -> None:
     def scan(*props: dict[str, str]) -> object:
         entries = [BatchEntry(0, b"x", {**p, UNIQ: f"ID{i}"}) for i, p in enumerate(props)]

@@ -77,38 +77,50 @@ class RecordView:
 
 def iter_records(buf: bytes | memoryview) -> Iterator[RecordView]:
     """Decode records laid end to end (no blank markers between them); raises ``RecordFormatError`` on junk."""
-    view = memoryview(buf)
-    pos, end = 0, len(view)
+    # slices of bytes: one object per field (a memoryview slice is one more); an answer's records share their
+    # topic and hosts, so each is decoded once
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    pos, end = 0, len(data)
     unpack = HEADER.unpack_from
+    props_len = PROPS_LEN.unpack_from
     inet_ntoa = socket.inet_ntoa
+    last_topic_raw, topic = b"", ""
+    hosts: dict[tuple[bytes, int], tuple[str, int]] = {}
     while pos < end:
         if end - pos < MIN_RECORD_SIZE:
             raise RecordFormatError(f"{end - pos} trailing bytes at {pos} are not a record")
-        h = unpack(view, pos)
+        h = unpack(data, pos)
         size = h[0]
         if h[1] != MESSAGE_MAGIC_CODE or size < MIN_RECORD_SIZE or pos + size > end:
             raise RecordFormatError(f"no record at {pos} (size {size}, magic {h[1]:#x})")
         p = pos + HEADER_SIZE
-        body = bytes(view[p : p + h[16]])
+        body = data[p : p + h[16]]
         p += h[16]
-        tlen = view[p]
-        topic = bytes(view[p + 1 : p + 1 + tlen]).decode("utf-8")
+        tlen = data[p]
+        if tlen != len(last_topic_raw) or not data.startswith(last_topic_raw, p + 1):
+            last_topic_raw = data[p + 1 : p + 1 + tlen]
+            topic = last_topic_raw.decode("utf-8")
         p += 1 + tlen
-        (plen,) = PROPS_LEN.unpack_from(view, p)
-        props = decode_properties(view[p + 2 : p + 2 + plen])
+        (plen,) = props_len(data, p)
+        born = hosts.get(key := (h[9], h[10]))
+        if born is None:
+            born = hosts[key] = (inet_ntoa(h[9]), h[10])
+        stored = hosts.get(key := (h[12], h[13]))
+        if stored is None:
+            stored = hosts[key] = (inet_ntoa(h[12]), h[13])
         yield RecordView(
             topic,
             body,
             h[3],
             h[5],
             h[6],
-            props,
+            decode_properties(data[p + 2 : p + 2 + plen]),
             h[4],
             h[7],
             h[8],
-            (inet_ntoa(h[9]), h[10]),
+            born,
             h[11],
-            (inet_ntoa(h[12]), h[13]),
+            stored,
             h[14],
             size,
         )

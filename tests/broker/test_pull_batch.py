@@ -91,3 +91,36 @@ def test_iter_records_rejects_junk():
         list(iter_records(b"\x00" * 200))
     with pytest.raises(RecordFormatError):
         list(iter_records(b"short"))
+
+
+def test_iter_records_decodes_what_the_store_decodes():
+    """Records of several topics and hosts, interleaved: the client's decoder (which decodes a topic or host once
+    per run of equal ones) gives every field the store's own decoder gives."""
+    from broker.store.codec import decode, encode
+    from broker.store.message import MessageExtBrokerInner
+
+    topics, hosts = ("Orders", "主题", "Orders2"), (("10.0.0.5", 4242), ("10.0.0.6", 4242), ("10.0.0.5", 1))
+    records, offset = [], 0
+    for i in range(30):
+        msg = MessageExtBrokerInner(
+            topics[i % 3 if i % 4 else 0],
+            f"body-{i}".encode() * (1 + i % 5),
+            i % 4,
+            {"UNIQ_KEY": f"ID{i}", **({"TAGS": "TagA", "KEYS": "k1 k2", "color": "红"} if i % 2 else {})},
+            flag=i,
+            sys_flag=i % 3,
+            born_timestamp=1_700_000_000_000 + i,
+            born_host=hosts[i % 3],
+            store_host=hosts[(i // 7) % 3],
+            reconsume_times=i % 2,
+        )
+        raw = encode(msg, i, offset, 1_700_000_001_000 + i)
+        records.append(raw)
+        offset += len(raw)
+    fields = (
+        "topic", "body", "queue_id", "queue_offset", "commitlog_offset", "properties", "flag", "sys_flag",
+        "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times", "store_size",
+    )  # fmt: skip
+    got = list(iter_records(memoryview(b"".join(records))))
+    want = [decode(raw) for raw in records]
+    assert [[getattr(r, f) for f in fields] for r in got] == [[getattr(m, f) for f in fields] for m in want]

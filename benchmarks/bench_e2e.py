@@ -136,11 +136,16 @@ def _msg(topic: str, i: int, body: bytes | None = None) -> definition_pb2.Messag
     )
 
 
+OFFICIAL_REQUEST_TIMEOUT_S = 30
+
+
 def bench_official_producer(addr: str, n: int) -> dict[str, Any]:
     from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
     topic = "BenchOfficialT"
-    producer = Producer(ClientConfiguration(addr, Credentials()), (topic,))
+    # all n async sends are queued at once: with the client's 3 s default, the last ones timed out (CANCELLED) on
+    # a loaded 2-core VM and ended the whole run
+    producer = Producer(ClientConfiguration(addr, Credentials(), request_timeout=OFFICIAL_REQUEST_TIMEOUT_S), (topic,))
     producer.startup()
     try:
         msg = Message()

@@ -316,17 +316,10 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
     store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
     max_body, max_record = batch.max_body, batch.max_record
     topic, queue_id = plain.topic, plain.queue_id
-    try:
-        prefix = _topic_prefix(topic)
-    except RecordError as exc:
-        for i in range(start, len(plain)):
-            batch.refuse(i, exc)
+    prefix = _prefix_or_refuse(batch, topic, start, len(plain))
+    if prefix is None:
         return b"", len(plain)
-    key = (topic, queue_id)
-    slot = batch.cq.get(key)
-    if slot is None:
-        slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
-    queue_first, entries = slot
+    queue_first, entries = _queue_slot(batch, topic, queue_id)
     born_ts = plain.born_timestamp
     born_ip, born_port = _ip(plain.born_host[0]), plain.born_host[1]
     payload = plain.payload
@@ -388,6 +381,26 @@ def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: in
     return b"".join(parts), stop
 
 
+def _prefix_or_refuse(batch: AppendBatch, topic: str, start: int, n: int) -> bytes | None:
+    """The record bytes naming ``topic``; None when the topic cannot be stored (messages ``start..n`` refused)."""
+    try:
+        return _topic_prefix(topic)
+    except RecordError as exc:
+        for i in range(start, n):
+            batch.refuse(i, exc)
+        return None
+
+
+def _queue_slot(batch: AppendBatch, topic: str, queue_id: int) -> tuple[int, list[bytes]]:
+    """The first queue offset and the ConsumeQueue entries of ``topic``/``queue_id`` in ``batch`` (made on first
+    use; the entries list is filled in place)."""
+    key = (topic, queue_id)
+    slot = batch.cq.get(key)
+    if slot is None:
+        slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
+    return slot
+
+
 def _written_run(
     batch: AppendBatch,
     tags_codes: list[int],
@@ -423,17 +436,10 @@ def encode_column_run(batch: AppendBatch, cols: ColumnBatch, start: int, phys: i
     store_ip, store_port = _ip(batch.store_host[0]), batch.store_host[1]
     max_body, max_record = batch.max_body, batch.max_record
     topic, queue_id = cols.topic, cols.queue_id
-    try:
-        prefix = _topic_prefix(topic)
-    except RecordError as exc:
-        for i in range(start, len(cols)):
-            batch.refuse(i, exc)
+    prefix = _prefix_or_refuse(batch, topic, start, len(cols))
+    if prefix is None:
         return b"", len(cols)
-    key = (topic, queue_id)
-    slot = batch.cq.get(key)
-    if slot is None:
-        slot = batch.cq[key] = batch._by_topic.setdefault(topic, {})[queue_id] = (batch.queue_max(key), [])
-    queue_first, entries = slot
+    queue_first, entries = _queue_slot(batch, topic, queue_id)
     bodies, propss, sys_flags, borns, born_hosts = (
         cols.bodies, cols.properties, cols.sys_flags, cols.born_timestamps, cols.born_hosts
     )  # fmt: skip

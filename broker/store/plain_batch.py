@@ -17,8 +17,30 @@ from orbitmq.message_batch import ScannedBatch, entry_at
 from orbitmq.record import decode_properties
 
 
+class _BuiltOnDemand(Sequence[MessageExtBrokerInner]):
+    """A request's messages, each built only when something asks for it (``_message`` of a valid index)."""
+
+    def _message(self, index: int) -> MessageExtBrokerInner:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> MessageExtBrokerInner: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[MessageExtBrokerInner]: ...
+
+    def __getitem__(self, i: int | slice) -> MessageExtBrokerInner | list[MessageExtBrokerInner]:
+        n = len(self)
+        if isinstance(i, slice):
+            return [self._message(k) for k in range(*i.indices(n))]
+        index = i if i >= 0 else i + n
+        if not 0 <= index < n:
+            raise IndexError(i)  # ends iteration
+        return self._message(index)
+
+
 @dataclass(eq=False)
-class PlainBatch(Sequence[MessageExtBrokerInner]):
+class PlainBatch(_BuiltOnDemand):
     """The messages of one request, all to ``topic``/``queue_id``, in the request's order."""
 
     topic: str
@@ -33,18 +55,8 @@ class PlainBatch(Sequence[MessageExtBrokerInner]):
     def __len__(self) -> int:
         return len(self.scanned.positions)
 
-    @overload
-    def __getitem__(self, i: int) -> MessageExtBrokerInner: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[MessageExtBrokerInner]: ...
-
-    def __getitem__(self, i: int | slice) -> MessageExtBrokerInner | list[MessageExtBrokerInner]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        pos = self.scanned.positions[i]  # IndexError past the end ends iteration
-        index = i if i >= 0 else i + len(self)
-        e = entry_at(self.payload, pos, index)
+    def _message(self, index: int) -> MessageExtBrokerInner:
+        e = entry_at(self.payload, self.scanned.positions[index], index)
         return MessageExtBrokerInner(
             self.topic,
             e.body,
@@ -59,7 +71,7 @@ class PlainBatch(Sequence[MessageExtBrokerInner]):
 
 
 @dataclass(eq=False)
-class ColumnBatch(Sequence[MessageExtBrokerInner]):
+class ColumnBatch(_BuiltOnDemand):
     """The plain messages of one request as columns, all to ``topic``/``queue_id``, in the request's order.
 
     A v2 SendMessage request is not one payload but a message object each: the protocol layer reads each field once
@@ -83,18 +95,10 @@ class ColumnBatch(Sequence[MessageExtBrokerInner]):
     def __len__(self) -> int:
         return len(self.bodies)
 
-    @overload
-    def __getitem__(self, i: int) -> MessageExtBrokerInner: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[MessageExtBrokerInner]: ...
-
-    def __getitem__(self, i: int | slice) -> MessageExtBrokerInner | list[MessageExtBrokerInner]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
+    def _message(self, i: int) -> MessageExtBrokerInner:
         return MessageExtBrokerInner(
             self.topic,
-            self.bodies[i],  # IndexError past the end ends iteration
+            self.bodies[i],
             self.queue_id,
             decode_properties(self.properties[i]),
             sys_flag=self.sys_flags[i],

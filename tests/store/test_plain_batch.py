@@ -107,6 +107,25 @@ def outcome(results: Sequence[PutMessageResult]) -> list[tuple[PutMessageStatus,
     ]
 
 
+def assert_stores_equal(
+    store: DefaultMessageStore, general: DefaultMessageStore, queues: list[tuple[str, int]]
+) -> None:
+    """The same CommitLog bytes (across segment ends) and the same entries in ``queues`` in both stores."""
+    assert len(store.commitlog.files.files) > 2  # the runs crossed segment ends
+    assert commitlog_bytes(store) == commitlog_bytes(general)
+    for key in queues:
+        a, b = store.queues[key], general.queues[key]
+        assert a.max_offset == b.max_offset > 0
+        assert [a.get(i) for i in range(a.max_offset)] == [b.get(i) for i in range(b.max_offset)]
+
+
+def assert_same_found(store: DefaultMessageStore, general: DefaultMessageStore, keys: list[tuple[str, str]]) -> None:
+    """Each (topic, key) finds something, and the same messages, in both stores."""
+    for topic, key in keys:
+        found = [m.commitlog_offset for m in store.query_message(topic, key, 64, 0, 2**62)]
+        assert found and found == [m.commitlog_offset for m in general.query_message(topic, key, 64, 0, 2**62)]
+
+
 def test_plain_batches_store_what_the_general_path_stores(tmp_path: Path) -> None:
     plain_store, general_store = open_store(tmp_path / "plain"), open_store(tmp_path / "general")
     try:
@@ -132,22 +151,9 @@ def test_plain_batches_store_what_the_general_path_stores(tmp_path: Path) -> Non
             asyncio.run(put_general(general_store, *inners("U", 0, es)))
         assert [r.append_result.logics_offset for rs in mixed for r in rs if r.append_result] == list(range(15))
 
-        assert len(plain_store.commitlog.files.files) > 2  # the runs crossed segment ends
-        assert commitlog_bytes(plain_store) == commitlog_bytes(general_store)
-        for key in (("T", 0), ("T", 1), ("U", 0)):
-            a, b = plain_store.queues[key], general_store.queues[key]
-            assert a.max_offset == b.max_offset > 0
-            assert [a.get(i) for i in range(a.max_offset)] == [b.get(i) for i in range(b.max_offset)]
-        for key in ("PLAIN000000", "PLAIN000299", "PLAIN000506", "PLAIN000612"):
-            topic = "U" if key >= "PLAIN000600" else "T"
-            found = [m.commitlog_offset for m in plain_store.query_message(topic, key, 4, 0, 2**62)]
-            assert found and found == [m.commitlog_offset for m in general_store.query_message(topic, key, 4, 0, 2**62)]
-        for key in ("order-3", "user-3", "order-611"):
-            topic = "U" if key == "order-611" else "T"
-            found = [m.commitlog_offset for m in plain_store.query_message(topic, key, 64, 0, 2**62)]
-            assert found and found == [
-                m.commitlog_offset for m in general_store.query_message(topic, key, 64, 0, 2**62)
-            ]
+        assert_stores_equal(plain_store, general_store, [("T", 0), ("T", 1), ("U", 0)])
+        ids = [("T", "PLAIN000000"), ("T", "PLAIN000299"), ("T", "PLAIN000506"), ("U", "PLAIN000612")]
+        assert_same_found(plain_store, general_store, [*ids, ("T", "order-3"), ("T", "user-3"), ("U", "order-611")])
         assert plain_store.query_message("T", "PLAIN000350", 4, 0, 2**62) == []  # refused: not indexed
     finally:
         plain_store.shutdown()

@@ -20,7 +20,7 @@ from broker.grpc.convert import (
     kind_of_v2,
     timestamp_to_ms,
 )
-from broker.store.message import java_string_hash, tags_hash_code
+from broker.store.message import MessageExtBrokerInner, java_string_hash, tags_hash_code
 from broker.store.plain_batch import ColumnBatch
 from broker.store.results import PutMessageResult, PutMessageStatus, PutResults
 from broker.timer_service import deliver_ms_of, encode_recall_handle, to_delay_level, to_schedule
@@ -238,16 +238,19 @@ class SendService:
     async def _send_plain(self, cols: ColumnBatch) -> service_pb2.SendMessageResponse:
         plugins = self.ctx.plugins
         results: Sequence[PutMessageResult]
+        stored: Sequence[MessageExtBrokerInner] = cols
         if plugins.has_before_store:
-            inners = list(cols)  # a hook may change a message: the store takes the objects the hooks saw
+            # a hook may change a message: the store, and the after-store hooks, take the objects the hooks saw
+            inners = list(cols)
             for inner in inners:
                 plugins.before_store(inner)  # an MQError refuses the request: nothing of it is stored
             results = await self.ctx.store.put_messages_aio(inners)
+            stored = inners
         else:
             results = await self.ctx.store.put_plain_batch_aio(cols)
         ids = cols.unique_keys
         if plugins.has_after_store:
-            for inner, result in zip(cols, results, strict=True):
+            for inner, result in zip(stored, results, strict=True):
                 plugins.after_store(inner, result)
         if isinstance(results, PutResults) and _PUT_STATUS_CODES.get(results.status) == Code.OK:
             response = service_pb2.SendMessageResponse(status=_OK)

@@ -139,7 +139,11 @@ def orbitmq_before_store(message):
 
 @hookimpl
 def orbitmq_after_store(message, result):
-    print(f"stored {message.topic} {message.body!r} at {result.append_result.logics_offset}", flush=True)
+    print(
+        f"stored {message.topic} {message.body!r} at {result.append_result.logics_offset}"
+        f" stamped-by {message.properties.get('stamped-by')}",
+        flush=True,
+    )
 '''
 
 
@@ -189,5 +193,7 @@ def test_third_party_plugin_from_entry_point_and_disabling_it(broker_factory, tm
             assert [r.properties.get("stamped-by") for r in records] == [expected] * 3
     # each message of the batch is reported at its own queue offset
     assert all(f"stored StampBatchT b'b{i}' at {i}" in on.log() for i in range(3)), on.log()[-2000:]
+    # a v2 send's after-store hook sees the message as the before-store hook left it
+    assert "stored StampT b'x' at 0 stamped-by example" in on.log(), on.log()[-2000:]
     assert "stored StampBatchT" not in off.log()
     assert "example-stamp" in on.log()

@@ -496,8 +496,8 @@ def ab(base: Path, n: int, rounds: int) -> dict[str, Any]:
 
 # One latency phase of the code under a checkout, run in a process of its own (PYTHONPATH and cwd = that checkout:
 # publisher, broker and worker all run its code). Only names both sides have. A fresh broker first allocates and
-# pre-touches its commit log segment (several seconds of CPU, the GIL held in chunks): the phase starts once the
-# broker is idle, as it is in the full run's latency phase (which comes after the drains).
+# pre-touches its commit log segment (seconds of CPU; older checkouts held the GIL for it): the phase starts once
+# the broker is idle, as it is in the full run's latency phase (which comes after the drains).
 _LATENCY_ROUND = """
 import json, sys, tempfile, time
 from pathlib import Path
@@ -569,19 +569,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("brokers", nargs="*", default=list(BROKERS))
     args = parser.parse_args(argv)
     if args.ab_latency is not None:
-        result = ab_latency(args.ab_latency.resolve(), args.ab_latency_tasks, args.ab_rounds)
-        path = write_result("celery-ab-latency", result)
-        print(json.dumps(result["summary"], indent=2))
-        print(f"wrote {path}")
-        return 0
-    if args.ab is not None:
-        result = ab(args.ab.resolve(), args.ab_tasks, args.ab_rounds)
-        path = write_result("celery-ab", result)
-        print(json.dumps(result["summary"], indent=2))
-        print(f"wrote {path}")
-        return 0
-    result = run(args.quick, args.brokers)
-    path = write_result("celery", result)
+        name, result = "celery-ab-latency", ab_latency(args.ab_latency.resolve(), args.ab_latency_tasks, args.ab_rounds)
+    elif args.ab is not None:
+        name, result = "celery-ab", ab(args.ab.resolve(), args.ab_tasks, args.ab_rounds)
+    else:
+        name, result = "celery", run(args.quick, args.brokers)
+    path = write_result(name, result)
     print(json.dumps(result["summary"], indent=2))
     print(f"wrote {path}")
     return 0

@@ -304,8 +304,7 @@ def encode_run(batch: AppendBatch, start: int, phys: int, room: int) -> tuple[by
 def encode_plain_run(batch: AppendBatch, plain: PlainBatch, start: int, phys: int, room: int) -> tuple[bytes, int]:
     """``encode_run`` for a ``PlainBatch``: each record's body and properties are copied from the request's payload
     (the MessageBatch entry holds the properties length and bytes as a record does), its body CRC is the one the
-    scan checked, and the record CRC runs over the pieces. The records are those ``encode_run`` makes of the
-    decoded messages, byte for byte."""
+    scan checked. The records are those ``encode_run`` makes of the decoded messages, byte for byte."""
     parts: list[bytes] = []
     add = parts.append
     pack = HEADER.pack

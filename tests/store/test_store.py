@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -522,3 +525,24 @@ def test_a_new_stores_first_segment_is_prepared_warm_before_the_first_append(
     assert [mf.start_offset for mf in files.files] == [0]
     files.wait_spare_ready(timeout=10)
     assert warmed == [0, 64 * 1024]  # and the next one is prepared behind it, as before
+
+
+def test_a_segment_whose_warm_up_cannot_read_is_still_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Warming is only a head start: a read that fails (here the descriptor is write-only) is logged, and the
+    segment takes and keeps its records as any other."""
+    from broker.store.mapped_file import MappedFile
+
+    mf = MappedFile(tmp_path / "00000000000000000000", 64 * 1024)
+    readable, mf.fd = mf.fd, os.open(mf.path, os.O_WRONLY)
+    try:
+        with caplog.at_level(logging.WARNING, logger="broker.store.mapped_file"):
+            mf.warm()
+    finally:
+        os.close(mf.fd)
+        mf.fd = readable
+    assert any(r.getMessage() == "segment warm-up failed" for r in caplog.records), caplog.records
+    mf.view[:5] = b"hello"
+    mf.wrote_position = 5
+    mf.flush()
+    mf.close()
+    assert (tmp_path / "00000000000000000000").read_bytes()[:5] == b"hello"

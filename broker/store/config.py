@@ -46,7 +46,7 @@ class MessageStoreConfig:
     indexQueryWaitMs: int = 100  # most a key query waits for the keys of puts made before it to be indexed
     maxHashSlotNum: int = 5_000_000  # hash slots per IndexFile
     maxIndexNum: int = 20_000_000  # entries per IndexFile
-    warmMapedFileEnable: bool = True  # pre-touch the next segment in the background
+    warmMapedFileEnable: bool = True  # prepare the next segment in the background (allocate, read into the page cache)
 
     @property
     def root(self) -> Path:

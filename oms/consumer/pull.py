@@ -47,9 +47,10 @@ class PendingPull:
         except concurrent.futures.CancelledError:
             raise OMSIllegalStateException("the pull consumer was shut down during the pull") from None
 
-    def cancel(self) -> None:
-        """Nobody will read the answer (a pull already sent still completes on the loop)."""
-        self._future.cancel()
+    def cancel(self) -> bool:
+        """Nobody will read the answer: True if the pull was stopped, False if it had already answered (its
+        answer then stays readable through ``result()``)."""
+        return self._future.cancel()
 
 
 class PullConsumer(PullConsumerBase):

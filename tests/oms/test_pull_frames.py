@@ -175,8 +175,9 @@ def test_started_pulls_answer_as_the_blocking_ones(producer: oms.Producer, pull_
     latest = pull_consumer.latest_offset(queue)
     pending = [pull_consumer.start_pull(queue, at, 10) for at in range(0, latest, 10)]
     columns = pull_consumer.start_pull(queue, 0, 100, shape=PullShape.COLUMNS, properties=True)
-    dropped = pull_consumer.start_pull(queue, 0, 100)
-    dropped.cancel()
+    # a long poll past the end cannot answer before the cancel reaches it (a pull of stored messages could)
+    dropped = pull_consumer.start_pull(queue, latest, 100, timeout=30.0)
+    assert dropped.cancel()
     got = [p.result() for p in pending]
     assert all(r.frames is not None for r in got)
     assert [r.next_offset for r in got] == [min(at + 10, latest) for at in range(0, latest, 10)]

@@ -91,12 +91,13 @@ class _FrameProtocol(asyncio.Protocol):
         if resumed is not None and not resumed.done():
             resumed.set_result(None)
 
-    async def drain(self) -> None:
-        """Back-pressure only when the socket is behind (over ``WRITE_BUFFER_HIGH`` unsent)."""
+    async def drain(self, waiter: asyncio.Future[RemotingCommand]) -> None:
+        """Back-pressure only when the socket is behind (over ``WRITE_BUFFER_HIGH`` unsent). The wait ends with the
+        call's ``waiter`` too: a broker that stops reading must not hold a call past its deadline."""
         if self._paused and not self._conn.closed:
             if self._resumed is None:
                 self._resumed = asyncio.get_running_loop().create_future()
-            await self._resumed
+            await asyncio.wait((self._resumed, waiter), return_when=asyncio.FIRST_COMPLETED)
 
 
 def _expire(waiter: asyncio.Future[RemotingCommand]) -> None:
@@ -177,7 +178,7 @@ class FrameConnection:
         deadline = loop.call_later(timeout, _expire, waiter)
         transport.write(encode(request_frame(method, body, metadata, int(timeout * 1000), opaque)))
         try:
-            await protocol.drain()
+            await protocol.drain(waiter)
             answer = await waiter
         except TimeoutError:
             self._cancel(opaque)

@@ -209,6 +209,38 @@ def test_a_silent_or_absent_server_fails_the_call_in_time() -> None:
     asyncio.run(scenario())
 
 
+def test_a_server_that_stops_reading_fails_the_calls_in_time() -> None:
+    """A broker that stops reading (stalled, not gone): the requests fill the socket, calls wait for it to drain,
+    and that wait ends at the call's deadline (DEADLINE_EXCEEDED), not when the connection is finally lost; one
+    caller cancelling meanwhile leaves the others' waits alone."""
+    stalled_s = 20.0  # the server holds the connection open this long without reading a byte
+
+    async def scenario() -> None:
+        async def stalled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(stalled_s)
+            writer.close()
+
+        server = await asyncio.start_server(stalled, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        channel = FrameChannel("127.0.0.1", port)
+        stub = produce_pb2_grpc.ProduceStub(channel)
+        big = produce_pb2.SendBatchRequest(topic="T", queue_id=-1, count=1, messages=b"x" * (12 << 20))
+        started = time.monotonic()
+        # more than the two sockets' buffers hold (tcp_rmem/wmem autotune to tens of MiB): the later calls wait
+        calls = [asyncio.ensure_future(stub.SendBatch(big, metadata=METADATA, timeout=1.0)) for _ in range(8)]
+        await asyncio.sleep(0.3)
+        calls[-1].cancel()  # a caller giving up while calls wait for the socket must not end the others' waits
+        outcomes = await asyncio.gather(*calls[:-1], return_exceptions=True)
+        elapsed = time.monotonic() - started
+        await channel.close()
+        server.close()
+        assert all(isinstance(o, FrameRpcError) for o in outcomes), outcomes
+        assert {o.code() for o in outcomes if isinstance(o, FrameRpcError)} == {grpc.StatusCode.DEADLINE_EXCEEDED}
+        assert elapsed < stalled_s / 2, f"the calls ended after {elapsed:.1f} s, with the connection"
+
+    asyncio.run(scenario())
+
+
 def test_answers_are_matched_however_the_bytes_arrive() -> None:
     """The client cuts answers from the socket's bytes itself: answers coalesced into one write, one split at every
     byte, and a split length field all reach their own callers; a malformed frame fails the calls in flight with

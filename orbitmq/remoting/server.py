@@ -22,15 +22,24 @@ Handler = Callable[[RemotingCommand, str], Awaitable[RemotingCommand | None]]  #
 Observer = Callable[[int, int | None, bool, float], None]
 DisconnectListener = Callable[[str], None]  # the peer "host:port" whose connection closed
 ONEWAY_DRAIN_TIMEOUT_S = 3.0
+# How long a client may leave an answer unread once the socket is full: past it the connection is closed, or a
+# client that sends but never reads would pile up the broker's handler tasks and answers without bound.
+ANSWER_DRAIN_TIMEOUT_S = 30.0
 # Bytes taken per read: every frame they complete is dispatched at once (the transport reads up to 256 KiB a time).
 READ_CHUNK_BYTES = 1 << 18
 
 
 class RemotingServer:
     def __init__(
-        self, handler: Handler, name: str, observer: Observer | None = None, frames: Handler | None = None
+        self,
+        handler: Handler,
+        name: str,
+        observer: Observer | None = None,
+        frames: Handler | None = None,
+        answer_drain_timeout_s: float = ANSWER_DRAIN_TIMEOUT_S,
     ) -> None:
         self.handler = handler
+        self.answer_drain_timeout_s = answer_drain_timeout_s
         self.name = name
         self.observer = observer
         self.frames = frames  # OrbitMQ's framed gRPC calls (OrbitRequestCode.GRPC_UNARY), when served here
@@ -142,8 +151,18 @@ class RemotingServer:
         data = encode(response)
         async with lock:
             writer.write(data)
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
+            try:
+                await asyncio.wait_for(writer.drain(), self.answer_drain_timeout_s)
+            except ConnectionError as exc:  # the client went away: the connection's reader cleans up
+                log.debug("remoting answer not delivered", server=self.name, peer=peer, error=repr(exc))
+            except TimeoutError:
+                log.warning(
+                    "remoting client does not read its answers: connection closed",
+                    server=self.name,
+                    peer=peer,
+                    waited_s=self.answer_drain_timeout_s,
+                )
+                writer.transport.abort()  # what it left unread goes too; its reader loop then ends the connection
 
 
 def _forget(pending: dict[int, asyncio.Task[None]], opaque: int, done: asyncio.Task[None]) -> None:

@@ -267,7 +267,7 @@ class HAService:
                 if not slave.wake.is_set():  # idle: an empty frame keeps the slave's housekeeping quiet
                     header = FrameHeader(slave.sent_offset, self.store.get_max_phy_offset(), 0, 0)
                     writer.write(header.encode())
-                    await writer.drain()
+                    await _drain(writer, reports)
                 continue
             data, blank = chunk
             header = FrameHeader(
@@ -275,7 +275,7 @@ class HAService:
             )
             writer.write(header.encode())
             writer.write(data)
-            await writer.drain()  # back-pressure: at most one chunk plus the socket buffers per slave
+            await _drain(writer, reports)  # back-pressure: at most one chunk plus the socket buffers per slave
             slave.sent_offset = (
                 slave.sent_offset - slave.sent_offset % segment + segment if blank else slave.sent_offset + len(data)
             )
@@ -334,3 +334,17 @@ def _with_status(results: Any, status: PutMessageStatus, reason: str) -> Any:
     if isinstance(results, PutResults):
         return results.with_status(status, reason)
     return [PutMessageResult(status, r.append_result, reason) if r.ok else r for r in results]
+
+
+async def _drain(writer: asyncio.StreamWriter, reports: asyncio.Task[None]) -> None:
+    """``writer.drain()``, given up when the slave's reports stop: a slave that stopped reading (frozen, or cut off
+    without a reset) would otherwise keep this stream, and its stale place among the slaves, until TCP gives up."""
+    drain = asyncio.ensure_future(writer.drain())
+    try:
+        await asyncio.wait((drain, reports), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not drain.done():
+            drain.cancel()
+    if not drain.done() or drain.cancelled():
+        await reports  # the reports ended first: raises why (the slave went quiet or away)
+    drain.result()

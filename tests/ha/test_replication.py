@@ -19,7 +19,7 @@ from orbitmq.proto.namesrv_pb2_grpc import NameServerStub
 from orbitmq.route import TopicRouteData
 from orbitmq.route_proto import route_from_proto
 from tests.broker.v2client import message, raw_client
-from tests.ha.cluster import HA_OPTIONS, OK, commitlog_bytes, read_all, send_batch, start_group
+from tests.ha.cluster import HA_OPTIONS, OK, commitlog_bytes, commitlog_end, read_all, send_batch, start_group
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -229,3 +229,30 @@ def slaves_in_sync(addr: str) -> int:
     with grpc.insecure_channel(addr) as channel:
         info = AdminStub(channel).BrokerRuntimeInfo(admin_pb2.BrokerRuntimeInfoRequest(), timeout=10).info
     return sum(1 for k, v in info.items() if k.startswith("haSlave") and k[7:].isdigit() and v.endswith(" lag=0"))
+
+
+@pytest.mark.timeout(180)
+def test_a_frozen_slave_the_master_cannot_write_to_is_dropped_and_catches_up_when_back(broker_factory):
+    """A slave that stops reading (SIGSTOP: alive, the connection open, nothing read or reported) while the master
+    has more to send than the sockets hold: the master drops it after haHousekeepingInterval (3 s here) instead of
+    waiting on the full socket, and the slave, thawed, reconnects and catches up."""
+    group = start_group(broker_factory, None, "ha-stalled", role="ASYNC_MASTER")
+    assert send_batch(group.master.addr, "HaStalled", [b"before"])[0] == OK
+    os.kill(group.slave.process.pid, signal.SIGSTOP)
+    try:
+        body = b"s" * 16_000
+        for _ in range(64):  # ~16 MiB: more than the master's send and the slave's receive buffers take
+            code, _, why = send_batch(group.master.addr, "HaStalled", [body] * 16)
+            assert code == OK, why
+        wait_until(
+            lambda: "slave disconnected" in group.master.log(), timeout=30, what="the master to drop the frozen slave"
+        )
+    finally:
+        os.kill(group.slave.process.pid, signal.SIGCONT)
+    wait_until(lambda: group.master.log().count("slave connected") >= 2, timeout=60, what="the slave to reconnect")
+    assert send_batch(group.master.addr, "HaStalled", [b"after"])[0] == OK
+    wait_until(
+        lambda: commitlog_end(group.master.store) == commitlog_end(group.slave.store),
+        timeout=60,
+        what="the slave to catch up",
+    )

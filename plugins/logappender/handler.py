@@ -28,6 +28,7 @@ from plugins.logappender.shipper import Counters, LogShipper, sender_state
 
 APPENDER_TYPE = "PYTHON_LOGGING_APPENDER"
 # Arguments of these exact types cannot change after the call (subclasses could define a mutable __str__)
+_LOG_RECORD = logging.LogRecord  # subclasses (a record factory's) may render their message otherwise
 IMMUTABLE_ARG_TYPES = frozenset({str, int, float, bool, type(None), bytes, complex, decimal.Decimal, uuid.UUID})
 
 
@@ -44,14 +45,15 @@ def prepare(record: logging.LogRecord) -> logging.LogRecord:
 
 
 def compact(record: logging.LogRecord) -> tuple[Any, ...] | None:
-    """The record as a compact tuple (``record.compact_record``) when that holds all its body needs: a str message
-    whose arguments are immutable, no traceback, stack or extra fields (a message or asctime set by another handler's
-    formatter is allowed: the sender renders the same message). None otherwise."""
+    """The record as a compact tuple (``record.compact_record``) when that holds all its body needs: a plain
+    LogRecord with a str message whose arguments are immutable, no traceback, stack or extra fields (a message or
+    asctime set by another handler's formatter is allowed: the sender renders the same message). None otherwise."""
     attrs = record.__dict__
     n = len(attrs)
     args = attrs["args"]
     if (
-        type(attrs["msg"]) is str
+        type(record) is logging.LogRecord  # a subclass may render its message otherwise (getMessage)
+        and type(attrs["msg"]) is str
         and not attrs["exc_info"]
         and not attrs["exc_text"]
         and not attrs["stack_info"]
@@ -118,6 +120,7 @@ class RocketMQHandler(logging.Handler):
                 args = attrs["args"]
                 if (
                     len(attrs) == N_PLAIN_ATTRIBUTES
+                    and type(record) is _LOG_RECORD
                     and type(attrs["msg"]) is str
                     and not attrs["exc_info"]
                     and not attrs["exc_text"]

@@ -337,6 +337,13 @@ def test_extra_fields_are_found_whatever_other_handlers_set_on_the_record() -> N
     assert single["amount"] == 5 and out.rows[2][2] == ()
 
 
+class _BraceRecord(logging.LogRecord):
+    """A record factory's class with its own message rendering (str.format style)."""
+
+    def getMessage(self) -> str:
+        return str(self.msg).format(*self.args)
+
+
 def _emitted(handler: RocketMQHandler, record: logging.LogRecord) -> object:
     """What ``handler.emit`` queues for ``record``."""
     queued: list[object] = []
@@ -369,6 +376,7 @@ def test_the_usual_record_is_queued_as_a_compact_tuple_the_collector_lets_go_of(
         unusual = [_call("with %s", 1, request_id="r-1"), failed, _call("cart %s", ["apple"])]
         unusual.append(logging.LogRecord("app.calls", logging.INFO, "/x.py", 1, "s", (), None, "f", sinfo="Stack"))
         unusual.append(_call(cast(str, {"event": "e"})))
+        unusual.append(_BraceRecord("app.calls", logging.INFO, "/x.py", 1, "{} done", (5,), None, "f"))
         for record in unusual:
             assert isinstance(_emitted(handler, record), logging.LogRecord), record
     finally:
@@ -404,6 +412,12 @@ def test_compact_records_encode_as_the_records_do() -> None:
         by_column = encoder.encode_batch([compact(record) for record in batch], 1)
         by_record = encoder.encode_batch([prepare(record) for record in batch], 1)
         assert by_column.rows == by_record.rows and str(by_column.error) == str(by_record.error)
+    brace = _BraceRecord("app.calls", logging.INFO, "/x.py", 1, "{} done", (5,), None, "f")
+    handler = RocketMQHandler("AppLogs", namesrv_addr=ADDR)
+    try:  # a record class of its own keeps its own getMessage
+        assert json.loads(encoder.encode_batch([handler.queue_item(brace)], 1).bodies[0])["message"] == "5 done"
+    finally:
+        handler.close(0.5)
     tagged = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR, tag="web"))
     assert tagged.encode_batch(compact_items[:1], 1).tags == ["web"]
 

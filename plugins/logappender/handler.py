@@ -3,10 +3,11 @@
 ``emit`` queues the record; the JSON body is built on the sender thread. A record's message must say what its
 arguments were at the call, so ``prepare`` renders it (and a traceback) on the logging thread unless every argument
 is of an immutable type: then the sender renders it, later but identically (about 1 us less per call here). The
-usual record (a str message with immutable arguments, no traceback, stack or extra fields) is queued as a compact
-tuple of its fields and arguments (``record.compact_record``) and the LogRecord dies at once, as with
-``NullHandler``: queued LogRecords cost the garbage collector more than the encoding. With a formatter set (for
-example structlog's ``ProcessorFormatter``) the formatter's output is the body, formatted on the logging thread.
+usual record (a plain LogRecord, a str message with immutable arguments, no traceback, stack or extra fields) is
+queued as a compact tuple of its fields and arguments (``record.compact_record``) and the LogRecord dies at once,
+as with ``NullHandler``: queued LogRecords cost the garbage collector more than the encoding. With a formatter set
+(for example structlog's ``ProcessorFormatter``) the formatter's output is the body, formatted on the logging
+thread.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def compact(record: logging.LogRecord) -> tuple[Any, ...] | None:
     n = len(attrs)
     args = attrs["args"]
     if (
-        type(record) is logging.LogRecord  # a subclass may render its message otherwise (getMessage)
+        type(record) is _LOG_RECORD  # a subclass may render its message otherwise (getMessage)
         and type(attrs["msg"]) is str
         and not attrs["exc_info"]
         and not attrs["exc_text"]

@@ -9,6 +9,7 @@ own broker.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import tempfile
@@ -21,7 +22,6 @@ import oms
 from benchmarks.bench_e2e import Broker
 from benchmarks.common import median, pct, write_result
 from plugins.logappender import AppenderConfig, RocketMQHandler, iter_records
-from plugins.logappender.handler import prepare
 
 
 def _logger(name: str, handler: logging.Handler) -> logging.Logger:
@@ -55,16 +55,20 @@ def bench_call_cost(addr: str, tmp: Path, n: int, rounds: int) -> dict[str, Any]
     runs: dict[str, list[float]] = {k: [] for k in loggers}
     cpu: dict[str, list[float]] = {k: [] for k in loggers}
     process_cpu: dict[str, list[float]] = {k: [] for k in loggers}
+    collections: dict[str, list[int]] = {k: [0, 0, 0] for k in loggers}  # the cyclic GC's runs per generation
     for logger in loggers.values():
         _per_call_us(logger, 1000)  # warm-up (the sender connects)
     rmq.flush(30)
     for _ in range(rounds):
         for name, logger in loggers.items():
             p0 = time.process_time()
+            gc0 = [g["collections"] for g in gc.get_stats()]
             wall_us, cpu_us = _per_call_us(logger, n)
             if name == "rocketmq":
                 rmq.flush(60)  # each round ends with an idle sender: its work for the round's records is counted
             process_cpu[name].append((time.process_time() - p0) / n * 1e6)
+            for gen, stats in enumerate(gc.get_stats()):
+                collections[name][gen] += stats["collections"] - gc0[gen]
             runs[name].append(wall_us)
             cpu[name].append(cpu_us)
     counters = rmq.counters()
@@ -89,6 +93,8 @@ def bench_call_cost(addr: str, tmp: Path, n: int, rounds: int) -> dict[str, Any]
         "process_cpu_us_per_call_median": med_proc,
         "process_cpu_us_per_call_runs": {k: [round(x, 3) for x in v] for k, v in process_cpu.items()},
         "rocketmq_over_file_process_cpu_ratio": round(med_proc["rocketmq"] / med_proc["file"], 3),
+        # garbage collections (generations 0, 1, 2) during all rounds of each handler, every thread
+        "gc_collections": collections,
         "rocketmq_records_sent": counters.sent,
         "rocketmq_dropped": counters.dropped_overflow + counters.dropped_error,
     }
@@ -155,9 +161,9 @@ def bench_ceiling(addr: str, n: int) -> dict[str, Any]:
     logger = _logger("ceiling.sender", handler)
     logger.info("warm-up")
     handler.flush(30)
-    # the records as the handler would queue them, made before the clock starts
+    # the records as the handler would queue them (what emit queues: queue_item), made before the clock starts
     records = [
-        prepare(logger.makeRecord(logger.name, logging.INFO, __file__, 1, "request %s done", (i,), None))
+        handler.queue_item(logger.makeRecord(logger.name, logging.INFO, __file__, 1, "request %s done", (i,), None))
         for i in range(n)
     ]
     shipper = handler.shipper

@@ -2,9 +2,12 @@
 
 ``emit`` queues the record; the JSON body is built on the sender thread. A record's message must say what its
 arguments were at the call, so ``prepare`` renders it (and a traceback) on the logging thread unless every argument
-is of an immutable type: then the sender renders it, later but identically (about 1 us less per call here).
-With a formatter set (for example structlog's ``ProcessorFormatter``) the formatter's output is the body,
-formatted on the logging thread.
+is of an immutable type: then the sender renders it, later but identically (about 1 us less per call here). The
+usual record (a plain LogRecord, a str message with immutable arguments, no traceback, stack or extra fields) is
+queued as a compact tuple of its fields and arguments (``record.compact_record``) and the LogRecord dies at once,
+as with ``NullHandler``: queued LogRecords cost the garbage collector more than the encoding. With a formatter set
+(for example structlog's ``ProcessorFormatter``) the formatter's output is the body, formatted on the logging
+thread.
 """
 
 from __future__ import annotations
@@ -15,11 +18,18 @@ import uuid
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig
-from plugins.logappender.record import RecordEncoder
+from plugins.logappender.record import (
+    N_PLAIN_ATTRIBUTES,
+    Formatted,
+    RecordEncoder,
+    compact_fields,
+    compact_record,
+)
 from plugins.logappender.shipper import Counters, LogShipper, sender_state
 
 APPENDER_TYPE = "PYTHON_LOGGING_APPENDER"
 # Arguments of these exact types cannot change after the call (subclasses could define a mutable __str__)
+_LOG_RECORD = logging.LogRecord  # subclasses (a record factory's) may render their message otherwise
 IMMUTABLE_ARG_TYPES = frozenset({str, int, float, bool, type(None), bytes, complex, decimal.Decimal, uuid.UUID})
 
 
@@ -33,6 +43,26 @@ def prepare(record: logging.LogRecord) -> logging.LogRecord:
     if record.exc_info and not record.exc_text:
         record.exc_text = logging.Formatter().formatException(record.exc_info)
     return record
+
+
+def compact(record: logging.LogRecord) -> tuple[Any, ...] | None:
+    """The record as a compact tuple (``record.compact_record``) when that holds all its body needs: a plain
+    LogRecord with a str message whose arguments are immutable, no traceback, stack or extra fields (a message or
+    asctime set by another handler's formatter is allowed: the sender renders the same message). None otherwise."""
+    attrs = record.__dict__
+    n = len(attrs)
+    args = attrs["args"]
+    if (
+        type(record) is _LOG_RECORD  # a subclass may render its message otherwise (getMessage)
+        and type(attrs["msg"]) is str
+        and not attrs["exc_info"]
+        and not attrs["exc_text"]
+        and not attrs["stack_info"]
+        and (n == N_PLAIN_ATTRIBUTES or n - N_PLAIN_ATTRIBUTES == ("message" in attrs) + ("asctime" in attrs))
+        and (not args or (type(args) is tuple and _immutable(args)))
+    ):
+        return compact_record(attrs, args or ())
+    return None
 
 
 def _immutable(args: tuple[object, ...]) -> bool:
@@ -56,6 +86,7 @@ class RocketMQHandler(logging.Handler):
         self._excluded: dict[str, bool] = {}
         self.shipper = LogShipper(self.config, self._encoder.encode_batch, APPENDER_TYPE)
         self._offer = self.shipper.offer  # the shipper lives as long as the handler (a fork resets it in place)
+        self._compact = self._encoder.takes_compact
 
     def _is_excluded(self, name: str) -> bool:
         excluded = self._excluded.get(name)
@@ -84,22 +115,38 @@ class RocketMQHandler(logging.Handler):
         if excluded or sender_state.active:
             return  # the client's own records, or records caused by sending: shipping them would loop
         try:
-            if self.formatter is not None:
-                self.shipper.offer((record, self.format(record)))
-                return
-            args = record.args
-            if (
-                type(record.msg) is str
-                and not record.exc_info
-                and (not args or (type(args) is tuple and len(args) == 1 and type(args[0]) in IMMUTABLE_ARG_TYPES))
-            ):
-                self._offer(record)  # prepare's usual case inline: nothing to render on this thread
-                return
-            self._offer(prepare(record))
+            if self.formatter is None and self._compact:
+                # compact()'s usual case inline (one call less per record): a plain record, no or one argument
+                attrs = record.__dict__
+                args = attrs["args"]
+                if (
+                    len(attrs) == N_PLAIN_ATTRIBUTES
+                    and type(record) is _LOG_RECORD
+                    and type(attrs["msg"]) is str
+                    and not attrs["exc_info"]
+                    and not attrs["exc_text"]
+                    and not attrs["stack_info"]
+                    and type(args) is tuple
+                    and (not args or (len(args) == 1 and type(args[0]) in IMMUTABLE_ARG_TYPES))
+                ):
+                    self._offer(compact_fields(attrs) + args)
+                    return
+            self._offer(self.queue_item(record))
         except RecursionError:  # as logging.StreamHandler does
             raise
         except Exception:
             self.handleError(record)
+
+    def queue_item(self, record: logging.LogRecord) -> object:
+        """What ``emit`` queues for ``record`` (the sender encodes it): its formatter's output, a compact record, or
+        the record itself after ``prepare``."""
+        if self.formatter is not None:
+            return Formatted(record, self.format(record))
+        if self._compact:
+            item = compact(record)
+            if item is not None:
+                return item
+        return prepare(record)
 
     def counters(self) -> Counters:
         return self.shipper.counters()

@@ -7,13 +7,14 @@ one level and one logger as JSON lines, so tag and properties stay exact for eve
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
 
 from plugins.logappender.config import MAX_KEYS_PER_MESSAGE, AppenderConfig
 
@@ -68,14 +69,135 @@ Row = tuple[str, str, tuple[str, ...], bytes, int]  # an Entry's fields: what th
 
 @dataclass(slots=True)
 class Encoded:
-    """A batch's rows, in order, and the records that could not be serialized (dropped, counted)."""
+    """A batch's rows, in order, as columns (the sender's hot path builds whole columns in C, never a tuple per
+    record), and the records that could not be serialized (dropped, counted)."""
 
-    rows: list[Row]
+    tags: list[str] = field(default_factory=list)
+    loggers: list[str] = field(default_factory=list)
+    keys: list[tuple[str, ...]] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
     failed: int = 0
     error: Exception | None = None
 
+    @classmethod
+    def of_rows(cls, rows: Iterable[Row]) -> Encoded:
+        out = cls()
+        for row in rows:
+            out.append(row)
+        return out
 
-StdlibItem = logging.LogRecord | tuple[logging.LogRecord, str]  # a record, or one with its formatter's output
+    def append(self, row: Row) -> None:
+        tag, logger, keys, body, seq = row
+        self.tags.append(tag)
+        self.loggers.append(logger)
+        self.keys.append(keys)
+        self.bodies.append(body)
+        self.seqs.append(seq)
+
+    def extend(
+        self,
+        tags: Iterable[str],
+        loggers: Iterable[str],
+        keys: Iterable[tuple[str, ...]],
+        bodies: Iterable[bytes],
+        seqs: Iterable[int],
+    ) -> None:
+        self.tags.extend(tags)
+        self.loggers.extend(loggers)
+        self.keys.extend(keys)
+        self.bodies.extend(bodies)
+        self.seqs.extend(seqs)
+
+    def fail(self, exc: Exception) -> None:
+        self.failed += 1
+        self.error = exc
+
+    def slice(self, start: int, stop: int) -> Encoded:
+        return Encoded(
+            self.tags[start:stop],
+            self.loggers[start:stop],
+            self.keys[start:stop],
+            self.bodies[start:stop],
+            self.seqs[start:stop],
+        )
+
+    @property
+    def rows(self) -> list[Row]:
+        return list(zip(self.tags, self.loggers, self.keys, self.bodies, self.seqs, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
+class Formatted(NamedTuple):
+    """A record queued with its formatter's output, which becomes the body (a type of its own: plain tuples in the
+    queue are compact records)."""
+
+    record: logging.LogRecord
+    text: str
+
+
+# What the handler queues for the usual record (a str message with immutable arguments, no traceback, stack or
+# extra fields): these fields of ``record.__dict__`` followed by the call's arguments, in one plain tuple
+# (``compact_record``). The LogRecord itself then dies on the logging thread, as with NullHandler. A queued
+# LogRecord (an object and its dict, tracked by the cyclic garbage collector) made the collector walk thousands of
+# live records again and again: about 1.2 us per record of GC time in the bench, more than the encoding. A tuple of
+# strings and numbers is untracked by the first collection that sees it; one holding the arguments' own tuple is not
+# (the collector looks at it before it has untracked the inner tuple) and lived on to the oldest generation, where
+# every full collection walked it again: hence the arguments are spliced in, not nested.
+COMPACT_FIELDS = (
+    "created",
+    "levelname",
+    "name",
+    "threadName",
+    "process",
+    "module",
+    "funcName",
+    "lineno",
+    "msg",
+    "pathname",
+)
+compact_fields = operator.itemgetter(*COMPACT_FIELDS)  # of a record's __dict__
+_C_LINE, _C_MSG, _C_PATH = (COMPACT_FIELDS.index(f) for f in ("lineno", "msg", "pathname"))
+_C_ARGS = len(COMPACT_FIELDS)  # where the arguments start
+_COLUMN_GETTERS = tuple(operator.itemgetter(i) for i in range(_C_PATH))  # the columns a body needs, in order
+_ARGS_OF = operator.itemgetter(slice(_C_ARGS, None))
+_ONE_ARG = operator.itemgetter(_C_ARGS)
+_THOUSAND = 1000.0  # created * 1000, the same float either way round
+
+
+def _messages(items: Sequence[tuple[Any, ...]], msgs: list[str]) -> Iterable[str]:
+    """The messages of compact records: ``msg % args`` where there are arguments (``getMessage`` for a str msg)."""
+    arity = set(map(len, items))
+    if arity == {_C_ARGS + 1}:
+        # one argument each (the usual call): ``msg % arg`` is ``msg % (arg,)`` for an argument that is neither a
+        # tuple nor a mapping (bytes count as one for %), so no tuple is made per record to hold it
+        single = list(map(_ONE_ARG, items))
+        if bytes not in set(map(type, single)):
+            return map(operator.mod, msgs, single)
+    args = list(map(_ARGS_OF, items))
+    if min(arity) > _C_ARGS:
+        return map(operator.mod, msgs, args)
+    return [m % a if a else m for m, a in zip(msgs, args, strict=True)]
+
+
+def compact_record(attrs: Mapping[str, Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A record's compact tuple from its ``__dict__`` and its (immutable) arguments."""
+    return compact_fields(attrs) + args
+
+
+def queued_message(item: object) -> str:
+    """The message of a queued item (a compact record, a LogRecord or a ``Formatted`` one), as the body will say."""
+    if type(item) is tuple:
+        msg, args = item[_C_MSG], item[_C_ARGS:]
+        return str(msg % args if args else msg)
+    record = item.record if isinstance(item, Formatted) else item
+    assert isinstance(record, logging.LogRecord)
+    return str(record.__dict__.get("message") or record.getMessage())
+
+
+StdlibItem = logging.LogRecord | Formatted | tuple[Any, ...]  # a record, one with its formatter's output, a compact one
 BatchEncoder = Callable[[Sequence[Any], int], Encoded]  # (queued items, seq of the first) -> rows; sender thread
 
 
@@ -83,13 +205,12 @@ def batch_of(encode: Callable[[Any, int], Entry]) -> BatchEncoder:
     """A batch encoder from a per-item one (the loguru and structlog adapters): item ``i`` gets ``first + i``."""
 
     def encode_batch(items: Sequence[Any], first_seq: int) -> Encoded:
-        out = Encoded([])
+        out = Encoded()
         for seq, item in enumerate(items, first_seq):
             try:
-                out.rows.append(encode(item, seq))
+                out.append(encode(item, seq))
             except Exception as exc:  # one record that cannot be serialized must not stop the others
-                out.failed += 1
-                out.error = exc
+                out.fail(exc)
         return out
 
     return encode_batch
@@ -212,45 +333,116 @@ class RecordEncoder:
         self._skip = STD_ATTRIBUTES | BODY_FIELDS | static.keys()
         # key fields that are standard attributes (unusual) must be looked up in records without extras too
         self._std_key_fields = any(f in STD_ATTRIBUTES for f in config.key_fields)
-        # The body a process repeats, quoted once per (level, logger, thread, process, module, function): the tag,
-        # and a %-template of the JSON object with the timestamp, message, line and seq left open
-        self._forms: dict[tuple[Any, ...], tuple[str, str]] = {}
+        # The body a process repeats, quoted once per (level, logger, thread, process, module, function): a
+        # %-template of the JSON object with the timestamp, message, line and seq left open; and the tag per level
+        self._forms: dict[tuple[Any, ...], str] = {}
+        self._tags: dict[str, str] = {}
+
+    @property
+    def takes_compact(self) -> bool:
+        """True when a compact record (``COMPACT_FIELDS``) holds all its body and keys need: the key fields are not
+        standard attributes (a compact record has none of its own)."""
+        return not self._std_key_fields
 
     def stdlib(self, record: logging.LogRecord, formatted: str | None, seq: int) -> Entry:
         """One record's entry (``formatted``: the body a user formatter produced); raises if it cannot be made."""
-        out = self.encode_batch([record if formatted is None else (record, formatted)], seq)
+        out = self.encode_batch([record if formatted is None else Formatted(record, formatted)], seq)
         if out.error is not None:
             raise out.error
         return Entry(*out.rows[0])
 
     def encode_batch(self, items: Sequence[StdlibItem], first_seq: int) -> Encoded:
-        """Rows for queued items: a record (default JSON body), or (record, formatter output) whose body is that
-        output. One loop over the batch with everything it repeats hoisted out of it: the sender's CPU per record
-        is what the application pays for shipping (the GIL is shared)."""
-        rows: list[Row] = []
-        append = rows.append
-        out = Encoded(rows)
-        fixed_tag = self.config.tag
-        std_keys = self._std_key_fields
+        """Rows for queued items, in order: a compact record (the usual case: a whole run of them is encoded column
+        by column in C, see ``_compact_columns``), a LogRecord (default JSON body, with what a compact record lacks:
+        traceback, stack, extra fields), or a ``Formatted`` record whose body is its formatter's output. The
+        sender's CPU per record is what the application pays for shipping (the GIL is shared)."""
+        out = Encoded()
+        if set(map(type, items)) == {tuple}:
+            self._compact_run(cast(Sequence[tuple[Any, ...]], items), first_seq, out)
+            return out
+        seq = first_seq
+        for kind, group in itertools.groupby(items, type):
+            run: list[Any] = list(group)
+            if kind is tuple:
+                self._compact_run(run, seq, out)
+            else:
+                self._records(run, seq, out)
+            seq += len(run)
+        return out
+
+    def _compact_run(self, items: Sequence[tuple[Any, ...]], first_seq: int, out: Encoded) -> None:
+        """Compact records into ``out``; a run with a record that cannot be serialized is done again one by one, so
+        only that record is dropped (and named)."""
+        try:
+            out.extend(*self._compact_columns(items, first_seq))
+        except Exception as exc:
+            if len(items) == 1:
+                item = items[0]
+                out.fail(RecordEncodeError(f"{item[_C_PATH]}:{item[_C_LINE]}", repr(exc)))
+                return
+            for seq, item in enumerate(items, first_seq):
+                self._compact_run([item], seq, out)
+
+    def _compact_columns(
+        self, items: Sequence[tuple[Any, ...]], first_seq: int
+    ) -> tuple[list[str], Sequence[str], list[tuple[str, ...]], list[bytes], range]:
+        """The columns of compact records. Every step maps a C function over a whole column: no Python frame and no
+        new object tracked by the garbage collector per record (``zip`` reuses its tuple when the consumer let go
+        of it), where a loop over the records cost about twice as much."""
+        n = len(items)
+        # column by column: zip(*items) would hold an iterator (a tracked object) per record at once, which set
+        # off collections that walked them all
+        created, levels, names, threads, procs, modules, funcs, lines, msgs = (
+            list(map(getter, items)) for getter in _COLUMN_GETTERS
+        )
+        messages = _messages(items, msgs)
         forms = self._forms
-        quote, value = _quote, _value
+        found = list(map(forms.get, zip(levels, names, threads, procs, modules, funcs, strict=True)))
+        if None in found:  # a form not seen before (or past the cache's size)
+            keys = zip(levels, names, threads, procs, modules, funcs, strict=True)
+            found = [t if t is not None else self._form(k) for t, k in zip(found, keys, strict=True)]
+        templates = cast(list[str], found)
+        millis = list(map(int, map(_THOUSAND.__mul__, created)))
+        stamps = {ms: self._stamp(ms) for ms in set(millis)}  # records come in bursts: many share a millisecond
+        seqs = range(first_seq, first_seq + n)
+        fields = zip(map(stamps.__getitem__, millis), map(_quote, messages), lines, seqs, strict=True)
+        bodies = list(map(str.encode, map(str.__mod__, templates, fields)))
+        fixed_tag = self.config.tag
+        tags = [fixed_tag] * n if fixed_tag else list(map(self._tag_map(levels).__getitem__, levels))
+        return tags, names, [()] * n, bodies, seqs
+
+    def _stamp(self, ms: int) -> str:
+        return f"{self.stamp.prefix(ms // 1000)}.{ms % 1000:03d}Z"
+
+    def _tag_map(self, levels: Iterable[str]) -> dict[str, str]:
+        """The tag of each level, with every level of ``levels`` in it."""
+        for level in set(levels):
+            self._tag(level)
+        return self._tags
+
+    def _tag(self, level: str) -> str:
+        tag = self._tags.get(level)
+        if tag is None:
+            tag = self._tags[level] = clean_tag(level)
+        return tag
+
+    def _records(self, items: Sequence[logging.LogRecord | Formatted], first_seq: int, out: Encoded) -> None:
+        """LogRecords and ``Formatted`` ones into ``out``, one at a time (the unusual records)."""
+        append = out.append
+        forms = self._forms
+        std_keys = self._std_key_fields
+        fixed_tag = self.config.tag
         n_plain = N_PLAIN_ATTRIBUTES
-        last_ms, stamp = -1, ""
         for seq, item in enumerate(items, first_seq):
             try:
-                if isinstance(item, tuple):
-                    record, formatted = item
-                    append(self._formatted(record, formatted, seq))
+                if isinstance(item, Formatted):
+                    append(self._formatted(item.record, item.text, seq))
                     continue
                 record = item
                 attrs = record.__dict__
                 name = record.name
                 key = (record.levelname, name, record.threadName, record.process, record.module, record.funcName)
-                form = forms.get(key) or self._form(key)
-                ms = int(record.created * 1000)
-                if ms != last_ms:  # records come in bursts: many share a millisecond
-                    last_ms = ms
-                    stamp = f"{self.stamp.prefix(ms // 1000)}.{ms % 1000:03d}Z"
+                template = forms.get(key) or self._form(key)
                 message = attrs.get("message")
                 if message is None:  # left to the sender (immutable arguments, a str msg): see handler.prepare
                     msg, args = record.msg, record.args
@@ -263,7 +455,9 @@ class RecordEncoder:
                             message = msg % args  # getMessage for a str msg, without its two frames
                         except Exception:
                             message = render_message(record)  # raises the error that names the call
-                body = form[1] % (stamp, quote(message) if type(message) is str else value(message), record.lineno, seq)
+                stamp = self._stamp(int(record.created * 1000))
+                text = _quote(message) if type(message) is str else _value(message)
+                body = template % (stamp, text, record.lineno, seq)
                 keys: tuple[str, ...] = ()
                 # LogRecord.__init__ sets every standard attribute, so more attributes than those (plus the
                 # optional message and asctime) means extra fields: a length check instead of a walk per record
@@ -275,11 +469,9 @@ class RecordEncoder:
                     body, keys = self._rest(record, body)
                 elif std_keys or type(record.msg) is dict:
                     keys = self._keys(attrs, record.msg)
-                append((fixed_tag or form[0], name, keys, body.encode("utf-8"), seq))
+                append((fixed_tag or self._tag(record.levelname), name, keys, body.encode(), seq))
             except Exception as exc:  # one record that cannot be serialized must not stop the others
-                out.failed += 1
-                out.error = exc
-        return out
+                out.fail(exc)
 
     def _rest(self, record: logging.LogRecord, body: str) -> tuple[str, tuple[str, ...]]:
         """``body`` (a closed JSON object) with the traceback, the stack and the extra fields added, and the keys:
@@ -309,17 +501,16 @@ class RecordEncoder:
             return keys_of(self.config.key_fields, attrs, msg)
         return keys_of(self.config.key_fields, attrs)
 
-    def _form(self, key: tuple[Any, ...]) -> tuple[str, str]:
+    def _form(self, key: tuple[Any, ...]) -> str:
         level, logger, thread, process, module, func = key
 
         def text(v: object) -> str:  # a JSON value in the template: a '%' in it is text, not a conversion
             return _value(v).replace("%", "%%")
 
         form = (
-            clean_tag(level),
             f'{{"timestamp":"%s","level":{text(level)},"logger":{text(logger)},"message":%s,"thread":{text(thread)},'
             f'"process":{text(process)},"module":{text(module)},"func":{text(func)},"line":%d,"seq":%d'
-            f"{self.static_json.replace('%', '%%')}}}",
+            f"{self.static_json.replace('%', '%%')}}}"
         )
         if len(self._forms) < QUOTED_CACHE_SIZE:
             self._forms[key] = form
@@ -337,76 +528,77 @@ class RecordEncoder:
 def pack(
     rows: Sequence[Row], records_per_message: int, max_bytes: int, pack_over: int | None = None
 ) -> list[OutMessage]:
+    """``pack_encoded`` of rows."""
+    return pack_encoded(Encoded.of_rows(rows), records_per_message, max_bytes, pack_over)
+
+
+def pack_encoded(
+    rows: Encoded, records_per_message: int, max_bytes: int, pack_over: int | None = None
+) -> list[OutMessage]:
     """Rows as messages, in order. A batch of at most ``pack_over`` records (default ``records_per_message``) goes
     as one record per message; a bigger one (a backlog: the application logs faster than one message per record
     can carry) packs runs of one tag and logger, up to ``records_per_message`` records, so a message never mixes
     levels or loggers. A run stops before its keys would pass ``MAX_KEYS_PER_MESSAGE``: every record's keys are
     kept."""
     n = len(rows)
+    tags, loggers, keys, bodies, seqs = rows.tags, rows.loggers, rows.keys, rows.bodies, rows.seqs
     if n <= (records_per_message if pack_over is None else pack_over) or records_per_message <= 1:
-        return [OutMessage(tag, logger, keys, body, 1, seq) for tag, logger, keys, body, seq in rows]
+        return list(map(OutMessage, tags, loggers, keys, bodies, itertools.repeat(1, n), seqs))
     out: list[OutMessage] = []
     i = 0
     while i < n:
-        packed = _whole_chunk(rows[i : i + records_per_message], max_bytes)
+        packed = _whole_chunk(rows.slice(i, i + records_per_message), max_bytes)
         if packed is not None:
             out.append(packed)
             i += packed.count
             continue
-        tag, logger, _, body, _ = first = rows[i]
+        tag, logger, body = tags[i], loggers[i], bodies[i]
         j = i + 1
         if b"\n" not in body:  # a multi-line body (custom formatter) travels alone: JSON lines could not split it
             limit = min(n, i + records_per_message)
             size = len(body)
-            n_keys = len(first[2])
+            n_keys = len(keys[i])
             while j < limit:
-                row = rows[j]
-                size += len(row[3]) + 1
-                n_keys += len(row[2])
+                size += len(bodies[j]) + 1
+                n_keys += len(keys[j])
                 if (
-                    row[0] != tag
-                    or row[1] != logger
+                    tags[j] != tag
+                    or loggers[j] != logger
                     or size > max_bytes
-                    or b"\n" in row[3]
+                    or b"\n" in bodies[j]
                     or n_keys > MAX_KEYS_PER_MESSAGE
                 ):
                     break
                 j += 1
         if j == i + 1:
-            out.append(OutMessage(tag, logger, first[2], body, 1, first[4]))
+            out.append(OutMessage(tag, logger, keys[i], body, 1, seqs[i]))
         else:
-            run = rows[i:j]
-            out.append(OutMessage(tag, logger, _merged_keys(run), b"\n".join([r[3] for r in run]), j - i, first[4]))
+            out.append(OutMessage(tag, logger, _merged_keys(keys[i:j]), b"\n".join(bodies[i:j]), j - i, seqs[i]))
         i = j
     return out
 
 
-def _whole_chunk(chunk: Sequence[Row], max_bytes: int) -> OutMessage | None:
+def _whole_chunk(chunk: Encoded, max_bytes: int) -> OutMessage | None:
     """``chunk`` as one message when the record-by-record walk below would take all of it (one tag and logger,
     single-line bodies, no keys, within ``max_bytes``), else None. Every test runs over the whole chunk in C (a
     backlog is mostly such chunks): the walk costs about 0.8 us per record on the sender thread, this a tenth."""
     n = len(chunk)
-    if n < 2 or any(map(_KEYS, chunk)):
+    if n < 2 or any(chunk.keys):
         return None
-    tags = set(map(_TAG, chunk))
-    if len(tags) != 1 or len(set(map(_LOGGER, chunk))) != 1:
+    if len(set(chunk.tags)) != 1 or len(set(chunk.loggers)) != 1:
         return None
-    body = b"\n".join(map(_BODY, chunk))
+    body = b"\n".join(chunk.bodies)
     if len(body) > max_bytes or body.count(b"\n") != n - 1:  # a body of its own holds a line break
         return None
-    first = chunk[0]
-    return OutMessage(first[0], first[1], (), body, n, first[4])
+    return OutMessage(chunk.tags[0], chunk.loggers[0], (), body, n, chunk.seqs[0])
 
 
-_TAG, _LOGGER, _KEYS, _BODY = (operator.itemgetter(i) for i in range(4))
-
-
-def _merged_keys(run: Sequence[Row]) -> tuple[str, ...]:
-    if not any([r[2] for r in run]):
+def _merged_keys(run: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    if not any(run):
         return ()
     keys: list[str] = []
-    for r in run:
-        for k in r[2]:
+    for record_keys in run:
+        for k in record_keys:
             if k not in keys and len(keys) < MAX_KEYS_PER_MESSAGE:
                 keys.append(k)
     return tuple(keys)

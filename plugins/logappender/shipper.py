@@ -18,10 +18,11 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from plugins.logappender.config import AppenderConfig, OverflowPolicy
-from plugins.logappender.record import BatchEncoder, OutMessage, pack
+from plugins.logappender.record import BatchEncoder, OutMessage, pack_encoded
 from plugins.logappender.spool import DiskSpool, SpoolError
 from plugins.logappender.transport import Failure, OmsTransport, Ordering, RelayTransport, SendFailed, Transport
 
@@ -318,32 +319,26 @@ class LogShipper:
     def _take(self) -> _Batch | None:
         """Up to ``batch_max_records`` queued items, serialized and packed."""
         queue = self._queue
-        n = min(len(queue), self.config.batch_max_records)
-        items = []
-        popleft = queue.popleft
-        for _ in range(n):
-            try:
-                items.append(popleft())
-            except IndexError:  # drop_oldest evicted some meanwhile
-                break
         with self._lock:  # close() may take what a stuck sender left: sequence numbers are reserved here
+            # popped in C under the lock: drop_oldest evicts under it too, so the n items are there (offers only add)
+            items = list(map(deque.popleft, repeat(queue, min(len(queue), self.config.batch_max_records))))
             self._taken += len(items)
             first_seq = self._next_seq
             self._next_seq += len(items)
-        if self._blocked:
-            with self._lock:
+            if self._blocked:
                 self._space.notify_all()
         encoded = self._encode(items, first_seq)
+        del items  # the queued records go now, before the batch is packed and sent
         if encoded.failed:
             self._warn_once(f"a record could not be serialized and was dropped: {encoded.error!r}")
             self._settle(encoded.failed, dropped_error=encoded.failed)
-        entries = encoded.rows
-        if not entries:
+        n = len(encoded)
+        if not n:
             return None
         cfg = self.config
-        self._packing = len(entries) > cfg.pack_over and cfg.records_per_message > 1
-        messages = pack(entries, cfg.records_per_message, cfg.max_message_bytes, cfg.pack_over)
-        return _Batch(messages, len(entries), from_memory=True)
+        self._packing = n > cfg.pack_over and cfg.records_per_message > 1
+        messages = pack_encoded(encoded, cfg.records_per_message, cfg.max_message_bytes, cfg.pack_over)
+        return _Batch(messages, n, from_memory=True)
 
     def _send(self, batch: _Batch) -> bool:
         """Send one batch; True when done with it (stored, or refused for good), False to try again."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from plugins.logappender import RocketMQHandler
+from plugins.logappender.record import queued_message
 from tests.conftest import BrokerFactory, BrokerHandle
 from tests.logappender.conftest import FAST, read_topic, records_of
 
@@ -171,10 +172,10 @@ def test_overflow_policies_under_a_full_queue(silent_port: int, policy: str) -> 
         assert c.queued == 5 and c.dropped_overflow == 3
         if policy == "drop_new":
             assert c.accepted == 6 and elapsed < 0.5
-            assert [record.getMessage() for record in handler.shipper._queue] == [f"r{i}" for i in range(5)]
+            assert [queued_message(item) for item in handler.shipper._queue] == [f"r{i}" for i in range(5)]
         elif policy == "drop_oldest":
             assert c.accepted == 9 and elapsed < 0.5
-            assert [record.getMessage() for record in handler.shipper._queue] == [f"r{i}" for i in range(3, 8)]
+            assert [queued_message(item) for item in handler.shipper._queue] == [f"r{i}" for i in range(3, 8)]
         else:
             assert c.accepted == 6 and elapsed >= 3 * 0.2  # each of the three waited block_timeout
     finally:

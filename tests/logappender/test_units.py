@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import logging.config
 import os
 import random
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 import plugins.logappender.record as record_module
 from plugins.logappender import AppenderConfig, AppenderConfigError, OverflowPolicy, RocketMQHandler, iter_records
-from plugins.logappender.handler import prepare
+from plugins.logappender.handler import compact, prepare
 from plugins.logappender.record import (
     Encoded,
     Entry,
@@ -25,6 +27,7 @@ from plugins.logappender.record import (
     RecordEncoder,
     batch_of,
     pack,
+    queued_message,
 )
 from plugins.logappender.shipper import LogShipper
 from plugins.logappender.spool import DiskSpool
@@ -332,6 +335,91 @@ def test_extra_fields_are_found_whatever_other_handlers_set_on_the_record() -> N
     assert "asctime" not in plain and set(plain) == set(_bodies(encoder.encode_batch([_call("x")], 1))[0])
     assert with_extra["request_id"] == "r-1" and out.rows[1][2] == ("r-1",) and "asctime" not in with_extra
     assert single["amount"] == 5 and out.rows[2][2] == ()
+
+
+class _BraceRecord(logging.LogRecord):
+    """A record factory's class with its own message rendering (str.format style)."""
+
+    def getMessage(self) -> str:
+        return str(self.msg).format(*self.args)
+
+
+def _emitted(handler: RocketMQHandler, record: logging.LogRecord) -> object:
+    """What ``handler.emit`` queues for ``record``."""
+    queued: list[object] = []
+    handler._offer = queued.append  # type: ignore[method-assign]
+    handler.emit(record)
+    assert len(queued) == 1
+    return queued[0]
+
+
+def test_the_usual_record_is_queued_as_a_compact_tuple_the_collector_lets_go_of() -> None:
+    handler = RocketMQHandler("AppLogs", namesrv_addr=ADDR)
+    try:
+        plain = _call("order %s paid %s", 17, "EUR")
+        item = _emitted(handler, plain)
+        assert type(item) is tuple and item == handler.queue_item(plain)
+        assert queued_message(item) == "order 17 paid EUR"
+        for usual in (_call("no arguments, 100%"), _call("one %s", 1.5)):
+            assert type(_emitted(handler, usual)) is tuple and _emitted(handler, usual) == handler.queue_item(usual)
+        # nothing in a compact record is tracked once the collector has seen it (a nested arguments tuple was, and
+        # lived on to the oldest generation): queued records cost no full collections
+        gc.collect()
+        assert not gc.is_tracked(item)
+        # what a compact record cannot hold travels as the record: extras, a traceback, a stack, mutable arguments
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            failed = logging.getLogger("app.calls").makeRecord(
+                "app.calls", logging.ERROR, "/srv/app/shop.py", 7, "failed %s", (1,), sys.exc_info(), "checkout"
+            )
+        unusual = [_call("with %s", 1, request_id="r-1"), failed, _call("cart %s", ["apple"])]
+        unusual.append(logging.LogRecord("app.calls", logging.INFO, "/x.py", 1, "s", (), None, "f", sinfo="Stack"))
+        unusual.append(_call(cast(str, {"event": "e"})))
+        unusual.append(_BraceRecord("app.calls", logging.INFO, "/x.py", 1, "{} done", (5,), None, "f"))
+        for record in unusual:
+            assert isinstance(_emitted(handler, record), logging.LogRecord), record
+    finally:
+        handler.close(0.5)
+
+
+def test_compact_records_encode_as_the_records_do() -> None:
+    """The column encoder of compact records writes what the record-by-record one writes, in order, and drops a
+    record whose arguments do not fit alone (named, its seq skipped), in runs mixed with LogRecords too."""
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, service="svc%s", static_fields={"env": "50%"})
+    encoder = RecordEncoder(cfg)
+    calls = [
+        _call("order %s paid %s", 17, "EUR"),
+        _call("plain 100%"),
+        _call('quote " and \n newline %s', "ü"),
+        _call("n=%d", "x"),
+        _call("n=%d", 3),
+        logging.LogRecord("other.logger", logging.ERROR, "/y.py", 9, "e %s", (None,), None, "g"),
+    ]
+    compact_items = [compact(record) for record in calls]
+    assert all(type(item) is tuple for item in compact_items)
+    by_record = encoder.encode_batch([prepare(record) for record in calls], 20)
+    by_column = encoder.encode_batch(compact_items, 20)
+    assert by_column.rows == by_record.rows and len(by_column) == 5
+    assert by_column.failed == by_record.failed == 1 and isinstance(by_column.error, RecordEncodeError)
+    assert str(by_column.error) == str(by_record.error) and by_column.error.where == "/srv/app/shop.py:7"
+    assert [json.loads(body)["seq"] for body in by_column.bodies] == [20, 21, 22, 24, 25]
+    mixed = [compact_items[0], prepare(calls[1]), compact_items[2], compact_items[3], prepare(calls[4])]
+    assert encoder.encode_batch(mixed, 20).rows == encoder.encode_batch([prepare(r) for r in calls[:5]], 20).rows
+    # one argument each (no tuple per record on the sender), with a failing one; bytes and mappings keep theirs
+    singles = [_call("a %s", 1), _call("b %r", "x"), _call("%(key)s", "x"), _call("c %s", None), _call("d %s", 2.5)]
+    for batch in (singles, [*singles, _call("raw %s", b"\x00")], [_call("%s %s", 1, 2), _call("x")]):
+        by_column = encoder.encode_batch([compact(record) for record in batch], 1)
+        by_record = encoder.encode_batch([prepare(record) for record in batch], 1)
+        assert by_column.rows == by_record.rows and str(by_column.error) == str(by_record.error)
+    brace = _BraceRecord("app.calls", logging.INFO, "/x.py", 1, "{} done", (5,), None, "f")
+    handler = RocketMQHandler("AppLogs", namesrv_addr=ADDR)
+    try:  # a record class of its own keeps its own getMessage
+        assert json.loads(encoder.encode_batch([handler.queue_item(brace)], 1).bodies[0])["message"] == "5 done"
+    finally:
+        handler.close(0.5)
+    tagged = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR, tag="web"))
+    assert tagged.encode_batch(compact_items[:1], 1).tags == ["web"]
 
 
 class _GatedTransport:

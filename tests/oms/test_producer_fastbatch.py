@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
+from oms.client import identity
 from oms.client.endpoints import Endpoint
 from oms.client.identity import new_message_id, new_message_ids
 from oms.client.routes import RouteQueue
@@ -439,6 +442,15 @@ def test_message_ids_in_bulk_have_the_single_id_layout() -> None:
     assert len(set(ids)) == 500 and one not in ids
     assert all(len(i) == 34 and int(i, 16) >= 0 and i[:26] == one[:26] for i in ids)
     assert [int(i[-8:], 16) for i in ids] == sorted(int(i[-8:], 16) for i in ids)  # counter order
+
+
+def test_message_ids_in_bulk_wrap_the_counter_and_stay_unique_across_threads(monkeypatch) -> None:
+    monkeypatch.setattr(identity, "_message_counter", itertools.count(0xFFFFFFFE))
+    assert [i[-8:] for i in new_message_ids(4)] == ["FFFFFFFE", "FFFFFFFF", "00000000", "00000001"]
+    monkeypatch.setattr(identity, "_message_counter", itertools.count())
+    with ThreadPoolExecutor(4) as pool:
+        made = [i for ids in pool.map(lambda _: new_message_ids(1000), range(40)) for i in ids]
+    assert len(set(made)) == len(made) == 40_000
 
 
 def test_property_columns_refusals_name_the_row_or_the_columns() -> None:

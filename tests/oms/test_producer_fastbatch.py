@@ -22,9 +22,9 @@ from oms.client.routes import RouteQueue
 from oms.convert import WireMessage, to_wire
 from oms.producer.base import ProducerBase
 from oms.producer.columns import plain_column_runs, plain_message_runs
-from oms.producer.plain_run import PlainRunBuilder, in_input_order
+from oms.producer.plain_run import PlainRun, PlainRunBuilder, in_input_order
 from oms.producer.result import SendResult
-from oms.producer.sender import send_batch_request, send_batch_results
+from oms.producer.sender import send_batch_request, send_batch_results, topic_of
 from oms.queue import MessageQueue
 from orbitmq.errors import Code, MQError
 from orbitmq.limits import MAX_PROPERTIES_SIZE, MAX_PROPERTY_COUNT
@@ -233,6 +233,23 @@ def test_a_refused_send_batch_answer_raises_the_broker_code() -> None:
     assert [(r.queue_offset, r.status, r.message_id) for r in results] == [
         (7, oms.SendStatus.FLUSH_DISK_TIMEOUT, wires[0].message_id),
         (8, oms.SendStatus.FLUSH_DISK_TIMEOUT, wires[1].message_id),
+    ]
+
+
+def test_a_plain_run_is_sent_and_answered_without_making_its_rows(monkeypatch) -> None:
+    [run] = PlainRunBuilder(born_host="h", max_message_size=1 << 20, max_bytes=1 << 20, max_count=8).runs(
+        "T", [b"a", b"b"], None, None, None
+    )
+    monkeypatch.setattr(PlainRun, "_row", lambda self, i: pytest.fail("a row was made"))
+    queue = RouteQueue(MessageQueue("T", "b1", 0), definition_pb2.READ_WRITE, Endpoint.of([("127.0.0.1", 1)]),
+                       frozenset({definition_pb2.NORMAL}))  # fmt: skip
+    ok = produce_pb2.SendBatchResponse(
+        status=produce_pb2.Status(code=Code.OK), first_queue_offset=3, commitlog_offsets=[10, 20]
+    )
+    assert topic_of(run) == "T" and send_batch_request(run).messages == run.payload
+    assert [(r.topic, r.queue_offset, r.message_id) for r in send_batch_results(ok, run, queue)] == [
+        ("T", 3, run.ids[0]),
+        ("T", 4, run.ids[1]),
     ]
 
 

@@ -25,7 +25,7 @@ class KeyValue(MutableMapping[str, str]):
     __slots__ = ("_data",)
 
     def __init__(self, initial: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self._data: dict[str, str] = {}
+        self._data: dict[str, str] = {}  # read and written in bulk by oms.message's batch helpers too
         for key, value in {**(initial or {}), **kwargs}.items():
             self[key] = value
 

@@ -5,7 +5,11 @@ Sys headers use ``BuiltinKeys``/``NonStandardKeys`` names; ``docs/oms.md`` lists
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, TypeVar, overload
 
 from oms.keys import BuiltinKeys, NonStandardKeys
@@ -196,3 +200,35 @@ class BytesMessage:
 
     def __repr__(self) -> str:
         return f"BytesMessage(body={len(self._body)} bytes, sys={dict(self._sys)!r}, user={dict(self._user)!r})"
+
+
+# The batched produce path reads thousands of messages per call: these read a column of every message in C
+# (``map`` of an ``attrgetter``) instead of two or three Python method calls per message (``sys_headers()``,
+# ``as_dict()``, the ``body`` property), which cost as much as the rest of a 100-byte message's send.
+# The maps are the ``KeyValue`` maps themselves, as ``KeyValue.as_dict`` gives them: read them, do not keep them.
+_SYS_MAP = attrgetter("_sys._data")
+_USER_MAP = attrgetter("_user._data")
+_BODY = attrgetter("_body")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageColumns:
+    """Each message's sys header map, user header map and body, in the messages' order."""
+
+    sys_maps: list[dict[str, str]]
+    user_maps: list[dict[str, str]]
+    bodies: list[bytes]
+
+
+def message_columns(messages: Sequence[BytesMessage]) -> MessageColumns | None:
+    """The columns of ``messages``, or None if one of them is not a ``BytesMessage`` (its send refuses it)."""
+    try:
+        return MessageColumns(list(map(_SYS_MAP, messages)), list(map(_USER_MAP, messages)), list(map(_BODY, messages)))
+    except AttributeError:
+        return None
+
+
+def stamp_message_ids(sys_maps: Sequence[dict[str, str]], message_ids: Sequence[str]) -> None:
+    """Give each message (by its sys header map, from ``message_columns``) its id, as ``KeyValue.set_trusted``
+    does: ids the library made need no checks, and one C-level ``dict.__setitem__`` each."""
+    deque(map(dict.__setitem__, sys_maps, repeat(BuiltinKeys.MESSAGE_ID), message_ids), maxlen=0)

@@ -7,11 +7,12 @@ into ``PlainRun`` requests (``Produce/SendBatch``'s form), the v2 protobuf only 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain, repeat
 
 from oms.convert import MAPPED_HEADERS
 from oms.errors import OMSMessageFormatException, from_mq_error
 from oms.keys import BuiltinKeys, NonStandardKeys
-from oms.message import BytesMessage
+from oms.message import BytesMessage, message_columns, stamp_message_ids
 from oms.producer.plain_run import ColumnRefusal, PlainRun, PlainRunBuilder, PropertyColumns
 from orbitmq.errors import Code, MQError
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
@@ -76,24 +77,25 @@ def plain_message_runs(
     per topic (first-seen order; ``positions`` say where each row was), or None when one of them is not plain or
     needs compression (the batch then takes ``to_wire``, message by message).
 
-    Gives each message its id, as ``to_wire`` does; raises what ``to_wire`` raises."""
-    plain, mapped = _PLAIN_SYS_HEADERS, MAPPED_HEADERS
-    destination, tag_key, keys_key = BuiltinKeys.DESTINATION, NonStandardKeys.TAGS, BuiltinKeys.SEARCH_KEYS
-    topics: list[str | None] = []
-    bodies: list[bytes] = []
-    tags: list[str | None] = []
-    keys: list[list[str]] = []
-    users: list[Mapping[str, str] | None] = []
-    for m in messages:
-        sys_h, user = m.sys_headers().as_dict(), m.user_headers().as_dict()
-        body = m.body
-        if not plain.issuperset(sys_h) or not mapped.isdisjoint(user) or 0 < compress_over < len(body):
-            return None
-        topics.append(sys_h.get(destination))
-        bodies.append(body)
-        tags.append(sys_h.get(tag_key))
-        keys.append(m.keys if keys_key in sys_h else [])
-        users.append(user or None)
+    Gives each message its id, as ``to_wire`` does; raises what ``to_wire`` raises. The headers are read column
+    by column in C (``message_columns``): a Python loop over the messages cost a third of the send."""
+    columns = message_columns(messages)
+    if columns is None or not messages:
+        return None
+    sys_maps, user_maps, bodies = columns.sys_maps, columns.user_maps, columns.bodies
+    if (
+        not all(map(_PLAIN_SYS_HEADERS.issuperset, sys_maps))
+        or not all(map(MAPPED_HEADERS.isdisjoint, user_maps))
+        or 0 < compress_over < max(map(len, bodies))
+    ):
+        return None
+    destination, keys_key = BuiltinKeys.DESTINATION, BuiltinKeys.SEARCH_KEYS
+    topics: list[str | None] = list(map(dict.get, sys_maps, repeat(destination)))
+    tags: list[str | None] = list(map(dict.get, sys_maps, repeat(NonStandardKeys.TAGS)))
+    keys: list[list[str] | None] | None = None
+    if any(map(dict.__contains__, sys_maps, repeat(keys_key))):  # only messages with keys pay for ``m.keys``
+        keys = [m.keys if keys_key in h else None for m, h in zip(messages, sys_maps, strict=True)]
+    users = user_maps if any(user_maps) else None  # an empty map is a row without user properties
     builder = _builder(born_host, max_message_size)
     try:
         if not all(topics):
@@ -103,22 +105,27 @@ def plain_message_runs(
         first = topics[0]
         assert first is not None
         if topics.count(first) == len(topics):  # the usual batch: one topic, one pass
-            return builder.runs(first, bodies, tags, keys, users, messages)
+            runs = builder.runs(first, bodies, tags if any(tags) else None, keys, users, messages)
+            stamp_message_ids(sys_maps, list(chain.from_iterable(run.ids for run in runs)))
+            return runs
         by_topic: dict[str, list[int]] = {}
         for position, topic in enumerate(topics):
             assert topic is not None
             by_topic.setdefault(topic, []).append(position)
-        runs: list[PlainRun] = []
+        runs = []
         for topic, positions in by_topic.items():
-            runs += builder.runs(
+            topic_runs = builder.runs(
                 topic,
                 [bodies[i] for i in positions],
                 [tags[i] for i in positions],
-                [keys[i] for i in positions],
-                [users[i] for i in positions],
+                [keys[i] for i in positions] if keys is not None else None,
+                [user_maps[i] for i in positions] if users is not None else None,
                 [messages[i] for i in positions],
                 positions,
             )
+            for run in topic_runs:
+                stamp_message_ids([sys_maps[p] for p in run.positions], run.ids)
+            runs += topic_runs
     except MQError as exc:
         raise from_mq_error(exc) from None
     return runs

@@ -15,7 +15,6 @@ from rocketmq.grpc_protocol import definition_pb2
 
 from oms.client.identity import new_message_ids
 from oms.convert import WireMessage, v2_message, validate_producer_body
-from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.producer.result import SendResult, SendStatus
 from oms.queue import MessageQueue
@@ -225,7 +224,7 @@ class PlainRunBuilder:
         topic: str,
         bodies: Sequence[bytes],
         tags: Sequence[str | None] | None,
-        keys: Sequence[list[str]] | None,
+        keys: Sequence[list[str] | None] | None,
         properties: Sequence[Mapping[str, str] | None] | None,
         sources: Sequence[BytesMessage] | None = None,
         positions: Sequence[int] | None = None,
@@ -233,12 +232,101 @@ class PlainRunBuilder:
     ) -> list[PlainRun]:
         """Row ``i`` is ``bodies[i]`` with ``tags[i]``, ``keys[i]``, ``properties[i]`` (a column may be None:
         no row has one) and its ``columns`` properties after those (a name in both: the column's value);
-        ``sources[i]`` is its message, if any (it gets its id, as ``to_wire`` gives one); ``positions`` (default
-        0..n-1) are the rows' places in the caller's input."""
+        ``sources[i]`` is its message, if any (the caller stamps the runs' ids on it once they are made, as
+        ``to_wire`` gives a message its id); ``positions`` (default 0..n-1) are the rows' places in the caller's
+        input."""
         n = len(bodies)
         if positions is None:
             positions = range(n)
+        if topic not in self._checked_topics:
+            try:
+                validate_topic(topic)
+            except MQError:
+                self.failed_row = positions[0] if n else -1
+                raise
+            self._checked_topics.add(topic)
         ids = new_message_ids(n)
+        if columns is None and not (properties and any(properties)) and not (keys and any(keys)):
+            simple = self._simple_runs(topic, bodies, tags, ids, positions, sources)
+            if simple is not None:
+                return simple
+        return self._row_runs(topic, bodies, tags, keys, properties, sources, positions, columns, ids)
+
+    def _simple_runs(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        tags: Sequence[str | None] | None,
+        ids: list[str],
+        positions: Sequence[int],
+        sources: Sequence[BytesMessage] | None,
+    ) -> list[PlainRun] | None:
+        """``_row_runs`` for rows whose only property besides the id is a tag (most batches): the checks once per
+        distinct tag and over the body lengths, the payload in a loop that does nothing else (0.46 -> 0.33 us per
+        row). None when a row needs what only the row loop does: a refusal, which names its row, or a cut at
+        ``max_bytes`` inside a run of ``max_count`` rows."""
+        n = len(bodies)
+        lengths = list(map(len, bodies))
+        if not n or not min(lengths) or max(lengths) > self.max_message_size:
+            return None
+        max_count = self.max_count
+        if any(sum(lengths[start : start + max_count]) > self.max_bytes for start in range(0, n, max_count)):
+            return None
+        if tags is None or not any(tags):
+            raws = [f"{_ID_ITEM}{mid}{PROPERTY_SEPARATOR}".encode() for mid in ids]
+        elif self._tags_pass(set(tags)):
+            raws = [
+                f"{_TAG_ITEM}{tag}{PROPERTY_SEPARATOR}{_ID_ITEM}{mid}{PROPERTY_SEPARATOR}".encode()
+                if tag
+                else f"{_ID_ITEM}{mid}{PROPERTY_SEPARATOR}".encode()
+                for tag, mid in zip(tags, ids, strict=True)
+            ]
+        else:
+            return None
+        if max(map(len, raws)) > MAX_PROPERTIES_BYTES:
+            return None
+        head_pack, len_pack, crc32 = ENTRY_HEAD.pack, PROPS_LEN.pack, zlib.crc32
+        runs: list[PlainRun] = []
+        for start in range(0, n, max_count):
+            end = min(start + max_count, n)
+            parts: list[bytes] = []
+            for body, blen, raw in zip(bodies[start:end], lengths[start:end], raws[start:end], strict=True):
+                rlen = len(raw)
+                parts += (head_pack(MIN_ENTRY_SIZE + blen + rlen, BATCH_MAGIC_CODE, crc32(body), 0, blen), body,
+                          len_pack(rlen), raw)  # fmt: skip
+            runs.append(self._run(topic, bodies, ids, raws[start:end], parts, positions, sources, start, end))
+        return runs
+
+    def _tags_pass(self, tags: set[str | None]) -> bool:
+        """Whether every tag passes the row loop's checks (``validate_tag``, and the properties' size, which for
+        a row with only a tag is the tag's): a tag that fails leaves the refusal to the row loop."""
+        checked = self._checked_tags
+        for tag in tags:
+            if tag:
+                try:
+                    size = checked.get(tag)
+                    if size is None:
+                        validate_tag(tag)
+                        size = checked[tag] = len(tag.encode("utf-8"))
+                    validate_properties_size(size)
+                except MQError:
+                    return False
+        return True
+
+    def _row_runs(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        tags: Sequence[str | None] | None,
+        keys: Sequence[list[str] | None] | None,
+        properties: Sequence[Mapping[str, str] | None] | None,
+        sources: Sequence[BytesMessage] | None,
+        positions: Sequence[int],
+        columns: PropertyColumns | None,
+        ids: list[str],
+    ) -> list[PlainRun]:
+        """Every row checked and encoded in turn: any mix of user properties, property columns, tags and keys."""
+        n = len(bodies)
         max_size, max_bytes, max_count = self.max_message_size, self.max_bytes, self.max_count
         checked_tags, check_user = self._checked_tags, self._check_user
         head_pack, len_pack, crc32 = ENTRY_HEAD.pack, PROPS_LEN.pack, zlib.crc32
@@ -247,9 +335,6 @@ class PlainRunBuilder:
         raws: list[bytes] = []
         start = size = i = 0
         try:
-            if topic not in self._checked_topics:
-                validate_topic(topic)
-                self._checked_topics.add(topic)
             for i in range(n):
                 body = bodies[i]
                 blen = len(body)
@@ -306,9 +391,6 @@ class PlainRunBuilder:
             raise
         if n > start:
             runs.append(self._run(topic, bodies, ids, raws, parts, positions, sources, start, n))
-        if sources is not None:
-            for source, mid in zip(sources, ids, strict=True):
-                source.sys_headers().set_trusted(BuiltinKeys.MESSAGE_ID, mid)
         return runs
 
     def _run(

@@ -5,26 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from rocketmq.grpc_protocol import definition_pb2
 
 import oms
+from oms.client import identity
 from oms.client.endpoints import Endpoint
 from oms.client.identity import new_message_id, new_message_ids
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage, to_wire
 from oms.producer.base import ProducerBase
 from oms.producer.columns import plain_column_runs, plain_message_runs
-from oms.producer.plain_run import PlainRunBuilder, in_input_order
+from oms.producer.plain_run import PlainRun, PlainRunBuilder, in_input_order
 from oms.producer.result import SendResult
-from oms.producer.sender import send_batch_request, send_batch_results
+from oms.producer.sender import send_batch_request, send_batch_results, topic_of
 from oms.queue import MessageQueue
 from orbitmq.errors import Code, MQError
-from orbitmq.limits import MAX_PROPERTY_COUNT
+from orbitmq.limits import MAX_PROPERTIES_SIZE, MAX_PROPERTY_COUNT
 from orbitmq.message_batch import BatchEntry, decode_message_batch, encode_message_batch
 from orbitmq.proto import produce_pb2
 from orbitmq.record import decode_properties
@@ -233,6 +236,23 @@ def test_a_refused_send_batch_answer_raises_the_broker_code() -> None:
     ]
 
 
+def test_a_plain_run_is_sent_and_answered_without_making_its_rows(monkeypatch) -> None:
+    [run] = PlainRunBuilder(born_host="h", max_message_size=1 << 20, max_bytes=1 << 20, max_count=8).runs(
+        "T", [b"a", b"b"], None, None, None
+    )
+    monkeypatch.setattr(PlainRun, "_row", lambda self, i: pytest.fail("a row was made"))
+    queue = RouteQueue(MessageQueue("T", "b1", 0), definition_pb2.READ_WRITE, Endpoint.of([("127.0.0.1", 1)]),
+                       frozenset({definition_pb2.NORMAL}))  # fmt: skip
+    ok = produce_pb2.SendBatchResponse(
+        status=produce_pb2.Status(code=Code.OK), first_queue_offset=3, commitlog_offsets=[10, 20]
+    )
+    assert topic_of(run) == "T" and send_batch_request(run).messages == run.payload
+    assert [(r.topic, r.queue_offset, r.message_id) for r in send_batch_results(ok, run, queue)] == [
+        ("T", 3, run.ids[0]),
+        ("T", 4, run.ids[1]),
+    ]
+
+
 def _plain_messages(topic: str, n: int, prefix: str) -> list[oms.BytesMessage]:
     """Messages ``plain_message_runs`` takes: a topic, maybe a tag, keys, user headers passed on as properties."""
     return [
@@ -371,6 +391,42 @@ def test_plain_runs_are_cut_like_requests_and_keep_input_positions() -> None:
     assert (request.topic, request.queue_id, request.count, request.messages) == ("T", 5, 3, cut[0].payload)
 
 
+@pytest.mark.parametrize(
+    "tags",
+    [None, ["t"] * 7, ["t", None, "u", "", "t", None, "v"], [None] * 7],
+    ids=["no-tags", "one-tag", "mixed-tags", "none-tags"],
+)
+def test_rows_with_at_most_a_tag_encode_as_the_general_encoder(tags: list[str | None] | None) -> None:
+    # such rows take the builder's simple loop: byte for byte what the general MessageBatch encoder makes of them,
+    # cut at max_count rows as the row loop cuts them
+    builder = PlainRunBuilder(born_host="h", max_message_size=1 << 20, max_bytes=1 << 20, max_count=3)
+    bodies = [f"body {i}".encode() * (i + 1) for i in range(7)]
+    runs = builder.runs("T", bodies, tags, None, [None] * 7)
+    assert [list(r.positions) for r in runs] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [b for r in runs for b in r.bodies] == bodies
+    for run in runs:
+        rows = list(run)
+        assert run.payload == encode_message_batch([BatchEntry(0, w.body, w.batch_properties or {}) for w in rows])
+        for row, position in zip(rows, run.positions, strict=True):
+            tag = tags[position] if tags else None
+            assert (row.batch_properties or {}).get("TAGS") == (tag or None)
+
+
+def test_a_tag_too_large_is_refused_by_its_row_even_once_checked() -> None:
+    builder = PlainRunBuilder(born_host="h", max_message_size=1 << 20, max_bytes=1 << 20, max_count=1024)
+    huge = "t" * (MAX_PROPERTIES_SIZE + 1)
+    for _ in range(2):  # the second call finds the tag among the checked ones: its size is still checked
+        with pytest.raises(MQError) as err:
+            builder.runs("T", [b"a", b"b"], [None, huge], None, None)
+        assert err.value.code == Code.MESSAGE_PROPERTIES_TOO_LARGE and builder.failed_row == 1
+
+
+def test_a_batch_with_something_other_than_a_message_is_not_plain() -> None:
+    # left to the message-by-message path, which refuses it as send() does (TypeError)
+    limits = {"born_host": "127.0.0.1", "max_message_size": 1 << 20, "compress_over": 4096}
+    assert plain_message_runs([*_plain_messages("T", 2, "p"), object()], **limits) is None  # type: ignore[list-item]
+
+
 def test_a_refused_row_is_named_and_nothing_is_kept() -> None:
     builder = PlainRunBuilder(born_host="h", max_message_size=8, max_bytes=1 << 20, max_count=1024)
     with pytest.raises(MQError) as err:
@@ -390,7 +446,9 @@ def test_results_of_a_stored_run_equal_one_send_result_each() -> None:
         SendResult("id2", "T", queue, 42, oms.SendStatus.FLUSH_DISK_TIMEOUT),
     ]
     assert made == expected and [hash(r) for r in made] == [hash(r) for r in expected]
-    assert [vars(r) for r in made] == [vars(r) for r in expected]  # every field, a new one too
+    # every field, a new one too (a slot stored_run leaves unset fails to read)
+    assert [dataclasses.asdict(r) for r in made] == [dataclasses.asdict(r) for r in expected]
+    assert not any(hasattr(r, "__dict__") for r in made)  # slots: one object per result for the collector
     with pytest.raises(dataclasses.FrozenInstanceError):
         made[0].queue_offset = 1  # type: ignore[misc]
 
@@ -401,6 +459,15 @@ def test_message_ids_in_bulk_have_the_single_id_layout() -> None:
     assert len(set(ids)) == 500 and one not in ids
     assert all(len(i) == 34 and int(i, 16) >= 0 and i[:26] == one[:26] for i in ids)
     assert [int(i[-8:], 16) for i in ids] == sorted(int(i[-8:], 16) for i in ids)  # counter order
+
+
+def test_message_ids_in_bulk_wrap_the_counter_and_stay_unique_across_threads(monkeypatch) -> None:
+    monkeypatch.setattr(identity, "_message_counter", itertools.count(0xFFFFFFFE))
+    assert [i[-8:] for i in new_message_ids(4)] == ["FFFFFFFE", "FFFFFFFF", "00000000", "00000001"]
+    monkeypatch.setattr(identity, "_message_counter", itertools.count())
+    with ThreadPoolExecutor(4) as pool:
+        made = [i for ids in pool.map(lambda _: new_message_ids(1000), range(40)) for i in ids]
+    assert len(set(made)) == len(made) == 40_000
 
 
 def test_property_columns_refusals_name_the_row_or_the_columns() -> None:

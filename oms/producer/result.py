@@ -6,7 +6,7 @@ The degraded statuses come from the broker's persistence codes; every other fail
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from itertools import repeat
@@ -61,8 +61,17 @@ class SendResult:
         loop (``map`` of the slot's setter), 0.27 us per result."""
         n = len(message_ids)
         out: list[SendResult] = list(map(object.__new__, repeat(cls, n)))
-        values = (message_ids, repeat(topic), repeat(queue), range(first_offset, first_offset + n), repeat(status))
-        for setter, column in zip(_SLOT_SETTERS, (*values, repeat(None), repeat(None), repeat(None)), strict=True):
+        columns: tuple[Iterable[object], ...] = (
+            message_ids,
+            repeat(topic),
+            repeat(queue),
+            range(first_offset, first_offset + n),
+            repeat(status),
+            repeat(None),
+            repeat(None),
+            repeat(None),
+        )
+        for setter, column in zip(_SLOT_SETTERS, columns, strict=True):
             deque(map(setter, out, column), maxlen=0)
         return out
 

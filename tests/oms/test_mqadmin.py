@@ -142,7 +142,11 @@ def test_progress_reset_and_message_queries(cluster):
     topic, group = "CliQuery", "GCliQuery"
     ok("updateTopic", *n, "-c", CLUSTER, "-t", topic, "-r", "1", "-w", "1")
     with oms.get_messaging_access_point(f"oms:rocketmq://{ns.addr}/") as ap, ap.create_producer() as producer:
-        sent = [producer.send(oms.BytesMessage(f"c{i}", topic, keys=["ck"], tags="TagC")) for i in range(6)]
+        sent = []
+        for i in range(6):
+            sent.append(producer.send(oms.BytesMessage(f"c{i}", topic, keys=["ck"], tags="TagC")))
+            # "newest" is by store time in ms: two sends within one ms on the two brokers would tie (it happened)
+            time.sleep(0.005)
     after_sends = int(time.time() * 1000) + 1000
 
     progress = ok_json("consumerProgress", *n, "-g", group, "-t", topic)

@@ -339,6 +339,12 @@ def _with_status(results: Any, status: PutMessageStatus, reason: str) -> Any:
 async def _drain(writer: asyncio.StreamWriter, reports: asyncio.Task[None]) -> None:
     """``writer.drain()``, given up when the slave's reports stop: a slave that stopped reading (frozen, or cut off
     without a reset) would otherwise keep this stream, and its stale place among the slaves, until TCP gives up."""
+    transport = writer.transport
+    if transport.get_write_buffer_size() <= transport.get_write_buffer_limits()[0]:
+        # at or under the low-water mark the stream is not paused: drain returns at once (or raises for a lost
+        # connection), so a caught-up slave's small frames pay no task and no wait per frame
+        await writer.drain()
+        return
     drain = asyncio.ensure_future(writer.drain())
     try:
         await asyncio.wait((drain, reports), return_when=asyncio.FIRST_COMPLETED)

@@ -187,7 +187,7 @@ class HAService:
             )
             if hello.kind is ConnectionKind.METADATA:
                 writer.write(encode_metadata(self._metadata()))
-                await writer.drain()
+                await self._send_metadata(writer, addr)
                 return
             size = self.store.config.mappedFileSizeCommitLog
             if hello.epoch > self.epoch:
@@ -212,6 +212,20 @@ class HAService:
             writer.close()
             with contextlib.suppress(OSError, asyncio.CancelledError):
                 await writer.wait_closed()
+
+    async def _send_metadata(self, writer: asyncio.StreamWriter, addr: str) -> None:
+        """Wait for the answer to leave, for at most a housekeeping interval: a peer that asked for the metadata and
+        does not read it (up to 64 MiB) is dropped as a silent slave is, instead of holding a task and the buffered
+        answer for as long as its connection stays open."""
+        try:
+            await asyncio.wait_for(writer.drain(), self.config.housekeeping_interval_s)
+        except TimeoutError:
+            log.warning(
+                "metadata answer not taken, connection dropped",
+                peer=addr,
+                waited_s=self.config.housekeeping_interval_s,
+                unsent_bytes=writer.transport.get_write_buffer_size(),
+            )
 
     async def _replicate(
         self, slave: SlaveConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -46,6 +46,23 @@ class FrameRpcError(grpc.RpcError):
         return self._details
 
 
+def check_request_size(method: str, body: bytes) -> None:
+    if len(body) > MAX_FRAME_BODY_BYTES:
+        raise FrameRpcError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"{method}: the request of {len(body)} bytes exceeds the frame limit of {MAX_FRAME_BODY_BYTES}",
+        )
+
+
+def answer_body(method: str, answer: RemotingCommand) -> bytes:
+    """The response message of a call's answer frame, or the ``FrameRpcError`` of the status it carries."""
+    if answer.code != ResponseCode.SUCCESS:
+        raw = answer.ext_fields.get(STATUS_FIELD, "")
+        code = status_code(int(raw)) if raw.isdigit() else grpc.StatusCode.UNKNOWN
+        raise FrameRpcError(code, answer.remark or f"{method}: remoting code {answer.code}")
+    return answer.body
+
+
 class _FrameProtocol(asyncio.Protocol):
     """The connection's socket side: answers are cut from the bytes and handed to their callers inside
     ``data_received``, and writes wait only once the transport holds more than ``WRITE_BUFFER_HIGH`` unsent.
@@ -159,11 +176,7 @@ class FrameConnection:
         self._on_lost(self)
 
     async def call(self, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout: float) -> bytes:
-        if len(body) > MAX_FRAME_BODY_BYTES:
-            raise FrameRpcError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{method}: the request of {len(body)} bytes exceeds the frame limit of {MAX_FRAME_BODY_BYTES}",
-            )
+        check_request_size(method, body)
         if self.closed:
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: the connection is closed")
         protocol = self._protocol or await self._connect()
@@ -190,11 +203,7 @@ class FrameConnection:
         finally:
             deadline.cancel()
             self._pending.pop(opaque, None)
-        if answer.code != ResponseCode.SUCCESS:
-            raw = answer.ext_fields.get(STATUS_FIELD, "")
-            code = status_code(int(raw)) if raw.isdigit() else grpc.StatusCode.UNKNOWN
-            raise FrameRpcError(code, answer.remark or f"{method}: remoting code {answer.code}")
-        return answer.body
+        return answer_body(method, answer)
 
     def _cancel(self, opaque: int) -> None:
         protocol = self._protocol

@@ -13,8 +13,10 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
-from rocketmq.grpc_protocol import definition_pb2, service_pb2_grpc
+from google.protobuf.message import Message
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
+from oms.client.direct import Address, DirectPool
 from oms.client.endpoints import Endpoint
 from oms.client.frames import FrameChannel
 from oms.client.headers import HeaderBuilder
@@ -38,6 +40,8 @@ SUCCESS_CODES = frozenset({Code.OK, Code.MULTIPLE_RESULTS})
 DESCRIBE_TIMEOUT_S = 3.0
 REDISCOVER_AFTER_S = 5.0  # a lost frame connection: ask the broker again this long after (it may have restarted)
 S = TypeVar("S")
+R = TypeVar("R", bound=Message)
+_MESSAGING_SERVICE = service_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name
 
 
 class ChannelPool:
@@ -58,6 +62,7 @@ class ChannelPool:
         self._channels: dict[Endpoint, tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]] = {}
         # Endpoints that answered Produce/SendBatch with UNIMPLEMENTED (e.g. a RocketMQ proxy): never asked again.
         self.without_send_batch: set[Endpoint] = set()
+        self.direct = DirectPool()  # the frame listeners' blocking connections, for calls made on callers' threads
 
     def _entry(self, endpoint: Endpoint) -> tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceStub]:
         entry = self._channels.get(endpoint)
@@ -85,6 +90,11 @@ class ChannelPool:
             cached = self._unary_stubs[(endpoint, stub_type)] = (channel, stub_type(channel))
         stub: S = cached[1]
         return stub
+
+    def frames_address(self, endpoint: Endpoint) -> Address | None:
+        """Where ``endpoint``'s frame listener is, once the broker said so (any thread; None before, or without)."""
+        channel = self._frames.get(endpoint) if self.frames_enabled else None
+        return (channel.host, channel.port) if channel is not None else None
 
     def _frame_channel(self, endpoint: Endpoint) -> FrameChannel | None:
         if not self.frames_enabled:
@@ -122,8 +132,10 @@ class ChannelPool:
         if self._frames.get(endpoint) is channel:
             del self._frames[endpoint]
             self._frames_retry_at[endpoint] = time.monotonic() + REDISCOVER_AFTER_S
+        self.direct.forget((channel.host, channel.port))
 
     async def close(self, grace: float = 0.5) -> None:
+        self.direct.close()
         for task in list(self._describing.values()):
             task.cancel()
         frames, self._frames = [f for f in self._frames.values() if f is not None], {}
@@ -172,6 +184,27 @@ class Rpc:
         if check:
             check_status(response.status, what)
         return response
+
+    def call_direct(
+        self, endpoint: Endpoint, method: str, request: Any, response_type: type[R], timeout: float
+    ) -> R | None:
+        """``call`` (status unchecked) made on the calling thread over a pooled blocking frame connection, for a
+        thread that would block on the loop's answer anyway; None when ``endpoint`` has no known frame listener
+        (not described yet, gRPC only, TLS): then ``call`` it on the loop. Raises an ``OMSException`` on failure."""
+        address = self.pool.frames_address(endpoint)
+        if address is None:
+            return None
+        try:
+            answer = self.pool.direct.call(
+                address,
+                f"/{_MESSAGING_SERVICE}/{method}",
+                request.SerializeToString(),
+                self.headers.build(),
+                max(timeout, 0.001),
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, f"{method} to {endpoint}") from None
+        return response_type.FromString(answer)
 
     def serves_send_batch(self, endpoint: Endpoint) -> bool:
         """False once ``endpoint`` answered ``Produce/SendBatch`` with UNIMPLEMENTED."""

@@ -31,7 +31,7 @@ from oms.producer.columns import Keys, column_messages, plain_column_runs
 from oms.producer.plain_run import PlainRun, in_input_order
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
-from oms.producer.sender import check_pinnable, partition_pinned, pin, split_batches
+from oms.producer.sender import DirectAttemptFailed, check_pinnable, partition_pinned, pin, split_batches
 from oms.producer.transaction import Executor, TransactionalResult, is_executor, run_local_transaction
 from orbitmq.errors import Code
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
@@ -104,11 +104,45 @@ class Producer(ProducerBase):
         wire = self._prepare(message)
         try:
             pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
-            results, _ = self._run(self._sender.send(core, [wire], time.monotonic() + timeout_s, pinned), timeout_s)
+            result = self._send_and_wait(core, wire, timeout_s, pinned)
         except OMSException as exc:
             self._hooks.after_send(message, None, exc)
             raise
-        self._hooks.after_send(message, results[0], None)
+        self._hooks.after_send(message, result, None)
+        return result
+
+    def _send_and_wait(
+        self, core: ClientCore, wire: WireMessage, timeout_s: float, pinned: RouteQueue | None
+    ) -> SendResult:
+        """One message sent and its answer awaited: on this thread over the broker's frame listener where it can
+        (``Sender.send_direct``: no hand-over to the loop and back); else, and for the retries of a direct attempt
+        that failed, on the loop."""
+        deadline = time.monotonic() + timeout_s
+        sender = self._sender
+        attempts: int | None = None
+        last_broker: str | None = None
+        started: float | None = None
+        if not core.runtime.loop.in_loop():  # on the loop, _run refuses the call below
+            started = time.monotonic()
+            try:
+                direct = sender.send_direct(core, [wire], deadline, pinned)
+            except DirectAttemptFailed as failed:
+                if sender.attempts <= 1:
+                    raise failed.error from None
+                log.info(
+                    "send to %s on %s failed (attempt 1/%d): %s",
+                    wire.topic,
+                    failed.broker,
+                    sender.attempts,
+                    failed.error,
+                )
+                attempts, last_broker = sender.attempts - 1, failed.broker
+            else:
+                if direct is not None:
+                    return direct[0][0]
+                started = None
+        send = sender.send(core, [wire], deadline, pinned, attempts, last_broker=last_broker, started=started)
+        results, _ = self._run(send, timeout_s)
         return results[0]
 
     def send_async(

@@ -228,8 +228,18 @@ def send_batch_results(
     return [SendResult(wire.message_id, wire.topic, where_stored, first + i, status) for i, wire in enumerate(wires)]
 
 
+class DirectAttemptFailed(Exception):
+    """A direct attempt (``Sender.send_direct``) failed the way ``send`` retries: what failed, and where."""
+
+    def __init__(self, error: OMSException, broker: str) -> None:
+        super().__init__(error)
+        self.error = error
+        self.broker = broker
+
+
 class Sender:
-    """Queue choice and retries for one producer; loop-only (its round-robin counters are not locked)."""
+    """Queue choice and retries for one producer. ``send`` runs on the loop; ``send_direct`` on callers' threads
+    (the round-robin counters are C-level ``itertools.count``s, the fault table locks itself)."""
 
     def __init__(self, retry_times_when_send_failed: int, send_latency_fault_enable: bool) -> None:
         self.attempts = 1 + retry_times_when_send_failed
@@ -267,18 +277,22 @@ class Sender:
         pinned: RouteQueue | None = None,
         attempts: int | None = None,
         fast_batch: bool = False,
+        *,
+        last_broker: str | None = None,
+        started: float | None = None,
     ) -> tuple[list[SendResult], RouteQueue]:
         """Send ``wires`` (one topic) as one request; up to ``attempts`` tries (default: the producer's) while
         the deadline (``time.monotonic()``) allows. Returns the results and the queue that took them.
         ``fast_batch``: send plain messages with ``Produce/SendBatch`` where the broker serves it (``send_batch``).
+        ``last_broker``/``started``: a direct attempt failed on that broker, the call began then (metrics).
 
         The caller checked that the producer runs and passes its core: shutdown waits for sends already submitted
         (one-way ones included), so a send that starts after shutdown began still goes out rather than fails.
         """
-        started = time.monotonic()
+        started = time.monotonic() if started is None else started
         ok = False
         try:
-            sent = await self._send(core, wires, deadline, pinned, attempts, fast_batch)
+            sent = await self._send(core, wires, deadline, pinned, attempts, fast_batch, last_broker)
             ok = True
             return sent
         finally:  # rocketmq_send_cost_time: one update for the call, whatever its size (each message costs the call)
@@ -292,9 +306,12 @@ class Sender:
         pinned: RouteQueue | None,
         attempts: int | None,
         fast_batch: bool,
+        last_broker: str | None,
     ) -> tuple[list[SendResult], RouteQueue]:
         attempts = self.attempts if attempts is None else attempts
         topic = topic_of(wires)
+        if last_broker is not None:  # a direct attempt failed: the route may have changed
+            core.refresh_route_soon(topic)
         route = await core.routes.get(topic)
         queues = (pinned,) if pinned is not None else candidates(route, wires)
         request: service_pb2.SendMessageRequest | None = None  # built on first use: copying the messages costs
@@ -305,7 +322,6 @@ class Sender:
         else:
             batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
         last_error: OMSException | None = None
-        last_broker: str | None = None
         for attempt in range(1, attempts + 1):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -348,3 +364,37 @@ class Sender:
         if last_error is not None:
             raise last_error
         raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"send to topic {topic!r}: the deadline passed before sending")
+
+    def send_direct(
+        self, core: ClientCore, wires: Sequence[WireMessage], deadline: float, pinned: RouteQueue | None = None
+    ) -> tuple[list[SendResult], RouteQueue] | None:
+        """``send``'s first attempt made on the calling thread, with v2 SendMessage over the broker's frame
+        listener (``Rpc.call_direct``): for a thread that would block on the loop's answer anyway. None when it
+        cannot be made there (the topic's route or the broker's frame listener not known yet): ``send`` on the
+        loop. A failure ``send`` would retry raises ``DirectAttemptFailed`` (retry with ``send``, one attempt
+        fewer, ``last_broker`` its broker); any other is raised as it is."""
+        topic = topic_of(wires)
+        route = core.routes.cached(topic)
+        if route is None or partition_pinned(pinned):  # a partition-ordered send needs SendBatch's queue id
+            return None
+        queues = (pinned,) if pinned is not None else candidates(route, wires)
+        queue = pinned or self.select(topic, queues, None)
+        started = time.monotonic()
+        request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
+        try:
+            response = core.rpc.call_direct(
+                queue.endpoint, "SendMessage", request, service_pb2.SendMessageResponse, deadline - started
+            )
+            if response is None:
+                return None
+            results = send_results(response, wires, queue, pinned is not None)
+        except OMSException as exc:
+            can_retry = retryable(exc)
+            self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=can_retry)
+            if can_retry:
+                raise DirectAttemptFailed(exc, queue.broker_name) from None
+            core.metrics.on_send(topic, len(wires), time.monotonic() - started, False)
+            raise
+        self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=False)
+        core.metrics.on_send(topic, len(wires), time.monotonic() - started, True)
+        return results, queue

@@ -15,7 +15,11 @@ def _wait_route(producer: oms.Producer, topic: str, brokers: int, timeout: float
     """Until the name server's route of ``topic`` lists ``brokers`` brokers (registration is periodic)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        producer.send(oms.BytesMessage(b"warm-up", topic))
+        try:
+            producer.send(oms.BytesMessage(b"warm-up", topic))
+        except oms.OMSResourceNotExistException:  # no broker has registered yet (it does so after opening its port)
+            time.sleep(0.3)
+            continue
         core = producer._core
         assert core is not None
         route = core.routes.cached(topic)

@@ -64,6 +64,11 @@ def frame_channels(ap: oms.MessagingAccessPoint) -> list[FrameChannel]:
     return [ch for ch in ap._runtime.pool._frames.values() if ch is not None]
 
 
+def direct_connections(ap: oms.MessagingAccessPoint) -> dict[tuple[str, int], int]:
+    """Per frame address, the pooled blocking connections synchronous sends made on the caller's thread."""
+    return {address: len(conns) for address, conns in ap._runtime.pool.direct._idle.items() if conns}
+
+
 def batch_request(topic: str, n: int, prefix: str) -> produce_pb2.SendBatchRequest:
     entries = [BatchEntry(0, f"{prefix}-{i}".encode(), {"UNIQ_KEY": f"{prefix.upper()}{i:030X}"}) for i in range(n)]
     return produce_pb2.SendBatchRequest(topic=topic, queue_id=-1, count=n, messages=encode_message_batch(entries))
@@ -81,9 +86,12 @@ def test_oms_calls_ride_frames_once_the_broker_says_where(shared_broker: BrokerH
         assert (channel.host, channel.port) == frames_addr(shared_broker.addr)
         before = channel.calls
         sent = [producer.send(oms.BytesMessage(f"one-{i}".encode(), topic)).message_id for i in range(5)]
+        # synchronous sends go over frames on the caller's own connection (oms/client/direct.py)
+        assert direct_connections(ap) == {(channel.host, channel.port): 1}
+        assert channel.calls == before
         results = producer.send_batch([oms.BytesMessage(f"batch-{i}".encode(), topic) for i in range(50)])
         assert len(results) == 50 and len(set(sent)) == 5
-        assert channel.calls >= before + 6  # five SendMessage and at least one SendBatch went over frames
+        assert channel.calls >= before + 1  # at least one SendBatch went over the loop's frame connection
         with ap.create_pull_consumer(consumer_id="FramesG") as consumer:
             consumer.attach_queue(topic)
             queues = consumer.queues(topic)
@@ -447,10 +455,10 @@ def test_a_restarted_broker_is_found_again(broker_factory, quick_rediscovery) ->
                 time.sleep(0.2)  # the lost connection fails the call in flight; the next goes over gRPC
         assert len(sent) == 20
         wait_until(lambda: frame_channels(ap) and frame_channels(ap)[0].port == frames_addr(broker.addr)[1], timeout=15)
-        calls = frame_channels(ap)[0].calls
+        new_address = (frame_channels(ap)[0].host, frame_channels(ap)[0].port)
         producer.send(oms.BytesMessage(b"after-last", topic))
-        assert frame_channels(ap)[0].calls > calls
-        del old_port
+        assert direct_connections(ap).get(new_address) == 1  # a synchronous send, over frames again
+        assert (new_address[0], old_port) not in direct_connections(ap) or new_address[1] == old_port
     stored = set(bodies(broker.addr, topic))
     assert {b"before-0", b"before-1", b"after-last", *(f"after-{i}".encode() for i in range(20))} <= stored
 

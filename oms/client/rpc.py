@@ -20,7 +20,7 @@ from oms.client.direct import Address, DirectPool
 from oms.client.endpoints import Endpoint
 from oms.client.frames import FrameChannel
 from oms.client.headers import HeaderBuilder
-from oms.errors import OMSRuntimeException, exception_for, from_rpc_error
+from oms.errors import OMSException, OMSRuntimeException, exception_for, from_rpc_error
 from orbitmq.errors import Code
 from orbitmq.proto import produce_pb2, produce_pb2_grpc, transport_pb2, transport_pb2_grpc
 
@@ -42,6 +42,7 @@ REDISCOVER_AFTER_S = 5.0  # a lost frame connection: ask the broker again this l
 S = TypeVar("S")
 R = TypeVar("R", bound=Message)
 _MESSAGING_SERVICE = service_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name
+_SEND_BATCH = f"/{produce_pb2.DESCRIPTOR.services_by_name['Produce'].full_name}/SendBatch"
 
 
 class ChannelPool:
@@ -188,19 +189,34 @@ class Rpc:
     def call_direct(
         self, endpoint: Endpoint, method: str, request: Any, response_type: type[R], timeout: float
     ) -> R | None:
-        """``call`` (status unchecked) made on the calling thread over a pooled blocking frame connection, for a
-        thread that would block on the loop's answer anyway; None when ``endpoint`` has no known frame listener
-        (not described yet, gRPC only, TLS): then ``call`` it on the loop. Raises an ``OMSException`` on failure."""
+        """``call`` of a MessagingService ``method`` (status unchecked) made on the calling thread over a pooled
+        blocking frame connection, for a thread that would block on the loop's answer anyway; None when
+        ``endpoint`` has no known frame listener (not described yet, gRPC only, TLS): then ``call`` it on the
+        loop. Raises an ``OMSException`` on failure."""
+        return self._direct(endpoint, f"/{_MESSAGING_SERVICE}/{method}", method, request, response_type, timeout)
+
+    def send_batch_direct(
+        self, endpoint: Endpoint, request: produce_pb2.SendBatchRequest, timeout: float
+    ) -> produce_pb2.SendBatchResponse | None:
+        """``send_batch`` made as ``call_direct`` makes a call; None also where ``send_batch`` gives None."""
+        if endpoint in self.pool.without_send_batch:
+            return None
+        try:
+            return self._direct(endpoint, _SEND_BATCH, "SendBatch", request, produce_pb2.SendBatchResponse, timeout)
+        except OMSException as exc:
+            if exc.code == Code.NOT_IMPLEMENTED:  # answered on the loop, which remembers it
+                return None
+            raise
+
+    def _direct(
+        self, endpoint: Endpoint, path: str, method: str, request: Any, response_type: type[R], timeout: float
+    ) -> R | None:
         address = self.pool.frames_address(endpoint)
         if address is None:
             return None
         try:
             answer = self.pool.direct.call(
-                address,
-                f"/{_MESSAGING_SERVICE}/{method}",
-                request.SerializeToString(),
-                self.headers.build(),
-                max(timeout, 0.001),
+                address, path, request.SerializeToString(), self.headers.build(), max(timeout, 0.001)
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, f"{method} to {endpoint}") from None

@@ -31,7 +31,7 @@ from oms.producer.columns import Keys, column_messages, plain_column_runs
 from oms.producer.plain_run import PlainRun, in_input_order
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
-from oms.producer.sender import DirectAttemptFailed, check_pinnable, partition_pinned, pin, split_batches
+from oms.producer.sender import DirectAttemptFailed, check_pinnable, partition_pinned, pin, split_batches, topic_of
 from oms.producer.transaction import Executor, TransactionalResult, is_executor, run_local_transaction
 from orbitmq.errors import Code
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
@@ -104,7 +104,7 @@ class Producer(ProducerBase):
         wire = self._prepare(message)
         try:
             pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
-            result = self._send_and_wait(core, wire, timeout_s, pinned)
+            result = self._send_and_wait(core, [wire], timeout_s, pinned)[0]
         except OMSException as exc:
             self._hooks.after_send(message, None, exc)
             raise
@@ -112,9 +112,14 @@ class Producer(ProducerBase):
         return result
 
     def _send_and_wait(
-        self, core: ClientCore, wire: WireMessage, timeout_s: float, pinned: RouteQueue | None
-    ) -> SendResult:
-        """One message sent and its answer awaited: on this thread over the broker's frame listener where it can
+        self,
+        core: ClientCore,
+        wires: Sequence[WireMessage],
+        timeout_s: float,
+        pinned: RouteQueue | None,
+        fast_batch: bool = False,
+    ) -> Sequence[SendResult]:
+        """One request sent and its answer awaited: on this thread over the broker's frame listener where it can
         (``Sender.send_direct``: no hand-over to the loop and back); else, and for the retries of a direct attempt
         that failed, on the loop."""
         deadline = time.monotonic() + timeout_s
@@ -125,13 +130,13 @@ class Producer(ProducerBase):
         if not core.runtime.loop.in_loop():  # on the loop, _run refuses the call below
             started = time.monotonic()
             try:
-                direct = sender.send_direct(core, [wire], deadline, pinned)
+                direct = sender.send_direct(core, wires, deadline, pinned, fast_batch)
             except DirectAttemptFailed as failed:
                 if sender.attempts <= 1:
                     raise failed.error from None
                 log.info(
                     "send to %s on %s failed (attempt 1/%d): %s",
-                    wire.topic,
+                    topic_of(wires),
                     failed.broker,
                     sender.attempts,
                     failed.error,
@@ -139,11 +144,13 @@ class Producer(ProducerBase):
                 attempts, last_broker = sender.attempts - 1, failed.broker
             else:
                 if direct is not None:
-                    return direct[0][0]
+                    return direct[0]
                 started = None
-        send = sender.send(core, [wire], deadline, pinned, attempts, last_broker=last_broker, started=started)
+        send = sender.send(
+            core, wires, deadline, pinned, attempts, fast_batch, last_broker=last_broker, started=started
+        )
         results, _ = self._run(send, timeout_s)
-        return results[0]
+        return results
 
     def send_async(
         self,
@@ -256,10 +263,7 @@ class Producer(ProducerBase):
         self, core: ClientCore, runs: list[PlainRun], n: int, timeout_s: float, pinned: RouteQueue | None = None
     ) -> list[SendResult]:
         """One request per run, in order; results in the rows' input positions. No hook watches these sends."""
-        sent = [
-            self._run(self._sender.send(core, run, time.monotonic() + timeout_s, pinned, fast_batch=True), timeout_s)[0]
-            for run in runs
-        ]
+        sent = [self._send_and_wait(core, run, timeout_s, pinned, fast_batch=True) for run in runs]
         return in_input_order(runs, sent, n)
 
     def send_columns(

@@ -366,28 +366,44 @@ class Sender:
         raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"send to topic {topic!r}: the deadline passed before sending")
 
     def send_direct(
-        self, core: ClientCore, wires: Sequence[WireMessage], deadline: float, pinned: RouteQueue | None = None
-    ) -> tuple[list[SendResult], RouteQueue] | None:
-        """``send``'s first attempt made on the calling thread, with v2 SendMessage over the broker's frame
-        listener (``Rpc.call_direct``): for a thread that would block on the loop's answer anyway. None when it
-        cannot be made there (the topic's route or the broker's frame listener not known yet): ``send`` on the
-        loop. A failure ``send`` would retry raises ``DirectAttemptFailed`` (retry with ``send``, one attempt
-        fewer, ``last_broker`` its broker); any other is raised as it is."""
+        self,
+        core: ClientCore,
+        wires: Sequence[WireMessage],
+        deadline: float,
+        pinned: RouteQueue | None = None,
+        fast_batch: bool = False,
+    ) -> tuple[Sequence[SendResult], RouteQueue] | None:
+        """``send``'s first attempt made on the calling thread over the broker's frame listener
+        (``Rpc.call_direct``): for a thread that would block on the loop's answer anyway. None when it cannot be
+        made there (the topic's route or the broker's frame listener not known yet, a partition-ordered send, a
+        batch SendBatch does not take): ``send`` on the loop. A failure ``send`` would retry raises
+        ``DirectAttemptFailed`` (retry with ``send``, one attempt fewer, ``last_broker`` its broker); any other is
+        raised as it is."""
         topic = topic_of(wires)
         route = core.routes.cached(topic)
         if route is None or partition_pinned(pinned):  # a partition-ordered send needs SendBatch's queue id
             return None
+        batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
+        if fast_batch and batch_request is None:
+            return None
         queues = (pinned,) if pinned is not None else candidates(route, wires)
         queue = pinned or self.select(topic, queues, None)
         started = time.monotonic()
-        request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
         try:
-            response = core.rpc.call_direct(
-                queue.endpoint, "SendMessage", request, service_pb2.SendMessageResponse, deadline - started
-            )
-            if response is None:
-                return None
-            results = send_results(response, wires, queue, pinned is not None)
+            results: Sequence[SendResult]
+            if batch_request is not None:
+                batched = core.rpc.send_batch_direct(queue.endpoint, batch_request, deadline - started)
+                if batched is None or batched.status.code == Code.MESSAGE_BODY_TOO_LARGE:  # the loop's path decides
+                    return None
+                results = send_batch_results(batched, wires, queue)
+            else:
+                request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
+                response = core.rpc.call_direct(
+                    queue.endpoint, "SendMessage", request, service_pb2.SendMessageResponse, deadline - started
+                )
+                if response is None:
+                    return None
+                results = send_results(response, wires, queue, pinned is not None)
         except OMSException as exc:
             can_retry = retryable(exc)
             self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=can_retry)

@@ -57,19 +57,26 @@ def test_sync_sends_are_made_on_the_callers_thread_and_stored(broker):
         assert _idle(pool) == 0
         results = [producer.send(oms.BytesMessage(f"m{i}".encode(), topic, keys=f"k{i}")) for i in range(n)]
         assert _idle(pool) == 1, "the sends did not go over a pooled direct connection"
-        assert len({r.message_id for r in results}) == n
+        batched = producer.send_batch([oms.BytesMessage(f"b{i}".encode(), topic) for i in range(n)])
+        columns = producer.send_columns(topic, [f"c{i}".encode() for i in range(n)])
+        assert _idle(pool) == 1, "the batches did not reuse the pooled direct connection"
+        results += [*batched, *columns]
+        assert len({r.message_id for r in results}) == 3 * n
         assert all(r.ok and r.topic == topic for r in results)
+        assert [r.queue_offset for r in batched] == list(range(batched[0].queue_offset, batched[0].queue_offset + n))
 
         consumer.attach_queue(topic)
         got: dict[str | None, bytes] = {}
         deadline = time.monotonic() + 30
-        while len(got) < n + 1 and time.monotonic() < deadline:
+        while len(got) < 3 * n + 1 and time.monotonic() < deadline:
             message = consumer.receive(1)
             if message is not None:
                 got[message.message_id] = message.body
-                assert message.keys == [f"k{message.body.decode()[1:]}"] or message.body == b"first"
+                if message.body.startswith(b"m"):
+                    assert message.keys == [f"k{message.body.decode()[1:]}"]
                 consumer.ack(message)
-        assert {r.message_id: f"m{i}".encode() for i, r in enumerate(results)}.items() <= got.items()
+        sent = [f"{kind}{i}".encode() for kind in "mbc" for i in range(n)]
+        assert {r.message_id: body for r, body in zip(results, sent, strict=True)}.items() <= got.items()
 
 
 @pytest.mark.timeout(180)

@@ -91,14 +91,22 @@ def test_oms_calls_ride_frames_once_the_broker_says_where(shared_broker: BrokerH
         assert channel.calls == before
         results = producer.send_batch([oms.BytesMessage(f"batch-{i}".encode(), topic) for i in range(50)])
         assert len(results) == 50 and len(set(sent)) == 5
-        assert channel.calls >= before + 1  # at least one SendBatch went over the loop's frame connection
+        assert direct_connections(ap) == {(channel.host, channel.port): 1}  # SendBatch too, on the same connection
+        aio_batch = [oms.BytesMessage(f"batch-aio-{i}".encode(), topic) for i in range(5)]
+        assert len(asyncio.run(producer.aio().send_batch(aio_batch))) == 5
+        assert channel.calls >= before + 1  # the asyncio face's SendBatch went over the loop's frame connection
         with ap.create_pull_consumer(consumer_id="FramesG") as consumer:
             consumer.attach_queue(topic)
             queues = consumer.queues(topic)
             calls = channel.calls
             pulled = [m for q in queues for m in consumer.pull(q, 0, 256, 0).messages]
             assert channel.calls >= calls + len(queues)  # PullBatch too
-    expected = {b"first", *(f"one-{i}".encode() for i in range(5)), *(f"batch-{i}".encode() for i in range(50))}
+    expected = {
+        b"first",
+        *(f"one-{i}".encode() for i in range(5)),
+        *(f"batch-{i}".encode() for i in range(50)),
+        *(f"batch-aio-{i}".encode() for i in range(5)),
+    }
     assert {m.body for m in pulled} == expected
     assert sorted(bodies(shared_broker.addr, topic)) == sorted(expected)  # the same store v2 clients read
 

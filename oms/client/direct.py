@@ -63,6 +63,18 @@ class DirectConnection:
                     raise FrameError(f"an answer to call {answer.opaque} arrived during call {opaque}")
                 return answer_body(method, answer)
 
+    def stale(self) -> bool:
+        """Whether this idle connection is unusable: the broker closed it (a restart) or sent what nobody asked
+        for. A peek without waiting, so a restart costs no failed attempt (and no fault mark on the broker)."""
+        try:
+            self._sock.settimeout(0)
+            self._sock.recv(1, socket.MSG_PEEK)  # data or EOF: either way not ours to use
+            return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
     def close(self) -> None:
         self._sock.close()
 
@@ -114,8 +126,11 @@ class DirectPool:
                     for conn in conns:
                         conn.close()
             idle = self._idle.get(address)
-            if idle:
-                return idle.pop()
+            while idle:
+                conn = idle.pop()
+                if not conn.stale():
+                    return conn
+                conn.close()
         try:
             return DirectConnection(address, timeout)
         except OSError as exc:

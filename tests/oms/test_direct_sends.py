@@ -185,6 +185,20 @@ def test_answers_come_back_and_the_connection_is_reused(listener_factory):
 
 
 @pytest.mark.timeout(30)
+def test_an_idle_connection_the_broker_closed_is_not_lent_again(listener_factory):
+    listener = listener_factory(_ok)
+    pool = DirectPool()
+    try:
+        assert pool.call(listener.address, METHOD, b"a", (), 5.0) == b"answer:a"
+        listener._conns[-1].close()  # as a restarted broker's would be
+        wait_until(lambda: pool._idle[listener.address][0].stale(), timeout=5, what="the close to arrive")
+        assert pool.call(listener.address, METHOD, b"b", (), 5.0) == b"answer:b"  # a fresh connection, no error
+        assert listener.accepted == 2
+    finally:
+        pool.close()
+
+
+@pytest.mark.timeout(30)
 def test_an_error_status_is_raised_and_the_connection_kept(listener_factory):
     def refuse(request: RemotingCommand) -> bytes:
         code = grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]

@@ -8,7 +8,8 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ from oms.keys import BuiltinKeys, NonStandardKeys, OMSBuiltinKeys
 from oms.keyvalue import KeyValue
 from oms.lifecycle import MessagingClient, callback_pool, stop_callback_pool
 from oms.message import BytesMessage
+from oms.producer.coalesce import Coalesced, SendCoalescer
 from oms.producer.columns import plain_message_runs
 from oms.producer.plain_run import PlainRun, in_input_order
 from oms.producer.result import SendResult, TransactionResolution
@@ -90,9 +92,12 @@ class ProducerBase(MessagingClient):
         self._namespace = context.namespace
         self._checker = transaction_checker
         self._sender = Sender(self.config.retry_times_when_send_failed, self.config.send_latency_fault_enable)
+        self._coalescer = SendCoalescer(self._sender, self._coalesced_done)  # send_async's natural batching
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
         self._inflight: set[concurrent.futures.Future[Any]] = set()
         self._inflight_lock = threading.Lock()
+        self._coalesced_pending = 0  # batched send_async messages not completed yet (shutdown waits for them)
+        self._coalesced_idle = threading.Condition(self._inflight_lock)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -107,10 +112,13 @@ class ProducerBase(MessagingClient):
 
     def _close(self, core: ClientCore) -> None:
         """Waits briefly for async sends, says goodbye to brokers, stops callback threads."""
+        grace = min(self.config.timeout_s, SHUTDOWN_GRACE_S)
+        deadline = time.monotonic() + grace
         with self._inflight_lock:
             inflight = list(self._inflight)
+            self._coalesced_idle.wait_for(lambda: not self._coalesced_pending, grace)
         if inflight:
-            concurrent.futures.wait(inflight, timeout=min(self.config.timeout_s, SHUTDOWN_GRACE_S))
+            concurrent.futures.wait(inflight, timeout=max(0.0, deadline - time.monotonic()))
         self._stop_step(core, core.shutdown, START_TIMEOUT_S, "goodbye to brokers")
         if self._callbacks is not None:
             stop_callback_pool(self._callbacks, self, "producer")
@@ -188,6 +196,36 @@ class ProducerBase(MessagingClient):
             self._inflight.add(inner)
         inner.add_done_callback(self._forget_inflight)
         return inner
+
+    def _coalesced_started(self) -> None:
+        with self._inflight_lock:
+            self._coalesced_pending += 1
+
+    def _coalesced_done(
+        self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
+    ) -> None:
+        """On the loop, once per request of batched ``send_async``s: their hooks and futures, on a callback thread."""
+        self._dispatch(self._finish_coalesced, items, results, error)
+
+    def _finish_coalesced(
+        self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
+    ) -> None:
+        try:
+            for i, item in enumerate(items):
+                message, future = item.token
+                result = results[i] if results is not None else None
+                self._hooks.after_send(message, result, error)
+                if not future.set_running_or_notify_cancel():
+                    continue  # the caller cancelled the future: nobody waits for the outcome
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)
+        finally:
+            with self._inflight_lock:
+                self._coalesced_pending -= len(items)
+                if not self._coalesced_pending:
+                    self._coalesced_idle.notify_all()
 
     def _forget_inflight(self, inner: concurrent.futures.Future[Any]) -> None:
         with self._inflight_lock:

@@ -27,6 +27,7 @@ from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.producer.aio import AsyncProducer
 from oms.producer.base import ProducerBase
+from oms.producer.coalesce import Coalesced, SendCoalescer
 from oms.producer.columns import Keys, column_messages, plain_column_runs
 from oms.producer.plain_run import PlainRun, in_input_order
 from oms.producer.result import SendResult
@@ -55,7 +56,8 @@ class Producer(ProducerBase):
                 raise OMSMessageFormatException(Code.BAD_REQUEST, "a selector batch must have one topic")
             for w in wires:
                 check_pinnable(w)
-            route = self._run(self._running_core().routes.get(wires[0].topic), timeout_s)
+            core = self._running_core()
+            route = core.routes.cached(wires[0].topic) or self._run(core.routes.get(wires[0].topic), timeout_s)
             chosen = [pin(w, selector, arg, route) for w in wires]
             if len({c.queue for c in chosen}) != 1:
                 raise OMSRuntimeException(
@@ -71,7 +73,8 @@ class Producer(ProducerBase):
         """Let ``selector`` choose among the writable queues, and make the broker store the message there."""
         check_pinnable(wire)
         core = self._running_core()
-        return pin(wire, selector, arg, self._run(core.routes.get(wire.topic), timeout_s))
+        route = core.routes.cached(wire.topic) or self._run(core.routes.get(wire.topic), timeout_s)
+        return pin(wire, selector, arg, route)
 
     # -- public sends -------------------------------------------------------------------------------------------
 
@@ -170,11 +173,16 @@ class Producer(ProducerBase):
         wire = self._prepare(message)
         try:
             pinned = self._pin(wire, selector, arg, timeout_s) if selector is not None else None
-            inner = self._submit(self._sender.send(core, [wire], time.monotonic() + timeout_s, pinned))
+            deadline = time.monotonic() + timeout_s
+            future: Future[SendResult] = Future()
+            if SendCoalescer.takes(wire, pinned):  # batched with what else is waiting (oms/producer/coalesce.py)
+                self._coalesced_started()
+                self._coalescer.submit(core, Coalesced(wire, deadline, (message, future)))
+                return future
+            inner = self._submit(self._sender.send(core, [wire], deadline, pinned))
         except OMSException as exc:
             self._hooks.after_send(message, None, exc)
             raise
-        future: Future[SendResult] = Future()
         inner.add_done_callback(lambda done: self._dispatch(self._complete_async, message, done, future))
         return future
 

@@ -337,11 +337,7 @@ class Sender:
                     if batched is not None and batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
                         results = send_batch_results(batched, wires, queue, partition)
                 if results is None and partition:  # v2 would place the message in a queue of its own choosing
-                    raise OMSNotSupportedException(
-                        Code.NOT_IMPLEMENTED,
-                        f"{queue.broker_name} does not serve Produce/SendBatch: a selector send to NORMAL topic "
-                        f"{topic!r} cannot be stored in the chosen queue (use a FIFO topic)",
-                    )
+                    raise _partition_not_served(queue, topic)
                 if results is None:
                     if request is None:
                         request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
@@ -381,22 +377,32 @@ class Sender:
         raised as it is."""
         topic = topic_of(wires)
         route = core.routes.cached(topic)
-        if route is None or partition_pinned(pinned):  # a partition-ordered send needs SendBatch's queue id
+        if route is None:
             return None
-        batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
-        if fast_batch and batch_request is None:
+        partition = partition_pinned(pinned)
+        batch_request: produce_pb2.SendBatchRequest | None = None
+        if partition:  # partition order: SendBatch names the chosen queue, v2 SendMessage cannot
+            assert pinned is not None
+            batch_request = send_batch_request(wires, pinned.queue.queue_id)
+        elif fast_batch and pinned is None:
+            batch_request = send_batch_request(wires)
+        if batch_request is None and (partition or fast_batch):
             return None
         queues = (pinned,) if pinned is not None else candidates(route, wires)
         queue = pinned or self.select(topic, queues, None)
         started = time.monotonic()
         try:
-            results: Sequence[SendResult]
+            results: Sequence[SendResult] | None = None
             if batch_request is not None:
                 batched = core.rpc.send_batch_direct(queue.endpoint, batch_request, deadline - started)
-                if batched is None or batched.status.code == Code.MESSAGE_BODY_TOO_LARGE:  # the loop's path decides
+                if batched is None:  # not served there, or no frame listener: the loop's path decides
                     return None
-                results = send_batch_results(batched, wires, queue)
-            else:
+                # too large as one record (BatchCQ): v2's answer is the one to give, as on the loop
+                if batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
+                    results = send_batch_results(batched, wires, queue, partition)
+                elif partition:
+                    raise _partition_not_served(queue, topic)
+            if results is None:
                 request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
                 response = core.rpc.call_direct(
                     queue.endpoint, "SendMessage", request, service_pb2.SendMessageResponse, deadline - started
@@ -414,3 +420,11 @@ class Sender:
         self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=False)
         core.metrics.on_send(topic, len(wires), time.monotonic() - started, True)
         return results, queue
+
+
+def _partition_not_served(queue: RouteQueue, topic: str) -> OMSNotSupportedException:
+    return OMSNotSupportedException(
+        Code.NOT_IMPLEMENTED,
+        f"{queue.broker_name} does not serve Produce/SendBatch: a selector send to NORMAL topic "
+        f"{topic!r} cannot be stored in the chosen queue (use a FIFO topic)",
+    )

@@ -79,6 +79,28 @@ def test_sync_sends_are_made_on_the_callers_thread_and_stored(broker):
         assert {r.message_id: body for r, body in zip(results, sent, strict=True)}.items() <= got.items()
 
 
+@pytest.mark.timeout(120)
+def test_partition_ordered_batches_go_direct_into_the_chosen_queue(broker):
+    topic = "OmsDirectPartitionT"
+    create_topic(broker.addr, topic)
+
+    def last_queue(queues: list[oms.MessageQueue], message: oms.BytesMessage, arg: object) -> oms.MessageQueue:
+        return queues[-1]
+
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer() as producer,
+    ):
+        producer.send(oms.BytesMessage(b"warm-up", topic))
+        wait_until(lambda: _frames_known(producer, topic), timeout=10, what="the broker's frame listener")
+        first = producer.send_batch([oms.BytesMessage(f"p{i}".encode(), topic) for i in range(20)], selector=last_queue)
+        second = producer.send_batch([oms.BytesMessage(f"q{i}".encode(), topic) for i in range(9)], selector=last_queue)
+        assert _idle(_direct_pool(producer)) == 1, "the selector batches did not go direct"
+        assert {r.queue.queue_id for r in [*first, *second]} == {3}
+        offsets = [r.queue_offset for r in [*first, *second]]
+        assert offsets == list(range(offsets[0], offsets[0] + 29))  # one queue, in the order sent
+
+
 @pytest.mark.timeout(180)
 def test_a_restarted_broker_is_reached_again_after_its_pooled_connection_died(broker):
     topic = "OmsDirectRestartT"
@@ -190,7 +212,7 @@ def test_an_idle_connection_the_broker_closed_is_not_lent_again(listener_factory
     pool = DirectPool()
     try:
         assert pool.call(listener.address, METHOD, b"a", (), 5.0) == b"answer:a"
-        listener._conns[-1].close()  # as a restarted broker's would be
+        listener._conns[-1].shutdown(socket.SHUT_RDWR)  # a restarted broker's FIN (close alone waits for the reader)
         wait_until(lambda: pool._idle[listener.address][0].stale(), timeout=5, what="the close to arrive")
         assert pool.call(listener.address, METHOD, b"b", (), 5.0) == b"answer:b"  # a fresh connection, no error
         assert listener.accepted == 2

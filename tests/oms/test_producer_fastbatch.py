@@ -48,6 +48,15 @@ class SendBatchCalls:
             return answer
 
         self.rpc.send_batch = counted  # type: ignore[method-assign]
+        real_direct = self.rpc.send_batch_direct
+
+        def counted_direct(*args: Any, **kw: Any) -> produce_pb2.SendBatchResponse | None:  # a caller's thread
+            answer = real_direct(*args, **kw)
+            if answer is not None:  # None: not sent here, the loop's send_batch (counted above) sends it
+                self.answers.append(answer)
+            return answer
+
+        self.rpc.send_batch_direct = counted_direct  # type: ignore[method-assign]
 
 
 def stored_by_id(addr: str, topic: str) -> dict[str, tuple[int, definition_pb2.Message]]:

@@ -22,7 +22,8 @@ _quote = json.encoder.encode_basestring  # the C string escaper json itself uses
 
 # a call site: the form key (level, logger, thread, process, module, function), line and msg of a compact record
 # (record.COMPACT_FIELDS: created, levelname, name, threadName, process, module, funcName, lineno, msg, pathname)
-CALL_KEY = operator.itemgetter(1, 2, 3, 4, 5, 6, 7, 8)
+CALL_KEY_FIELDS = (1, 2, 3, 4, 5, 6, 7, 8)
+CALL_KEY = operator.itemgetter(*CALL_KEY_FIELDS)
 # int arguments written the same by both paths, whatever the conversion: zero catches %c (a NUL is escaped in JSON
 # and would not be in the template), the others signs, widths and the digits of a long int
 PROBES = (0, -7, 1234567, 10**25)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from plugins.logappender.baked import CALL_KEY, BakedForms
+from plugins.logappender.baked import CALL_KEY, CALL_KEY_FIELDS, BakedForms
 from plugins.logappender.config import MAX_KEYS_PER_MESSAGE, AppenderConfig
 
 # message properties (user properties; RocketMQ's Java appenders set APPENDER_TYPE the same way)
@@ -173,6 +173,9 @@ _ARGS_OF = operator.itemgetter(slice(_C_ARGS, None))
 _ONE_ARG = operator.itemgetter(_C_ARGS)
 _CREATED, _LEVEL, _NAME = (operator.itemgetter(COMPACT_FIELDS.index(f)) for f in ("created", "levelname", "name"))
 _LINE = operator.itemgetter(_C_LINE)
+# CALL_KEY's fields as (their place in the key, a getter of the compact record), the message first: the field
+# most likely to differ between call sites
+_SITE_FIELDS = tuple((k, operator.itemgetter(i)) for k, i in reversed(list(enumerate(CALL_KEY_FIELDS))))
 _THOUSAND = 1000.0  # created * 1000, the same float either way round
 
 
@@ -189,6 +192,13 @@ def _messages(items: Sequence[tuple[Any, ...]], msgs: list[str]) -> Iterable[str
     if min(arity) > _C_ARGS:
         return map(operator.mod, msgs, args)
     return [m % a if a else m for m, a in zip(msgs, args, strict=True)]
+
+
+def _one_call_site(items: Sequence[tuple[Any, ...]], site: tuple[Any, ...]) -> bool:
+    """True when every compact record has the call site (``CALL_KEY``) ``site``: a column and a ``count`` (in C, an
+    identity test per record for the shared strings) per field, the message first (most likely to differ)."""
+    n = len(items)
+    return all(list(map(getter, items)).count(site[k]) == n for k, getter in _SITE_FIELDS)
 
 
 def compact_record(attrs: Mapping[str, Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -410,12 +420,40 @@ class RecordEncoder:
             table = self._baked.bare
         else:
             return None
+        n = len(items)
+        site = CALL_KEY(items[0])
+        if _one_call_site(items, site):  # the usual heavy load: one hot call site; no key per record
+            template = table.get(site) or self._baked.bake(site, args is not None)
+            if template is None:
+                return None
+            found = [template] * n
+            level, name = site[0], site[1]
+            names: list[str] = [name] * n
+            tags = [self.config.tag or self._tag(level)] * n
+        else:
+            templates = self._call_templates(items, table, args is not None)
+            if templates is None:
+                return None
+            found = templates
+            names = list(map(_NAME, items))
+            levels = list(map(_LEVEL, items))
+            fixed_tag = self.config.tag
+            tags = [fixed_tag] * n if fixed_tag else list(map(self._tag_map(levels).__getitem__, levels))
+        stamps = self._stamps(list(map(_CREATED, items)))
+        seqs = range(first_seq, first_seq + n)
+        fields = zip(stamps, args, seqs, strict=True) if args is not None else zip(stamps, seqs, strict=True)
+        bodies = list(map(str.encode, map(str.__mod__, found, fields)))
+        return tags, names, [()] * n, bodies, seqs
+
+    def _call_templates(
+        self, items: Sequence[tuple[Any, ...]], table: dict[Any, str], with_int: bool
+    ) -> list[str] | None:
+        """The baked template of each record (several call sites), or None if one cannot be baked."""
         # each key tuple dies as soon as it was looked up: a list of them would be thousands of young objects the
         # collector walks (it set off collections on the sender thread)
         found = list(map(table.get, map(CALL_KEY, items)))
         if None in found:  # a call site not seen before (or refused, or past the cache's size)
             bake = self._baked.bake
-            with_int = args is not None
             for i, template in enumerate(found):
                 if template is None:
                     key = CALL_KEY(items[i])
@@ -423,15 +461,7 @@ class RecordEncoder:
                     if template is None:
                         return None
                     found[i] = template
-        n = len(items)
-        stamps = self._stamps(list(map(_CREATED, items)))
-        seqs = range(first_seq, first_seq + n)
-        fields = zip(stamps, args, seqs, strict=True) if args is not None else zip(stamps, seqs, strict=True)
-        bodies = list(map(str.encode, map(str.__mod__, cast(list[str], found), fields)))
-        levels = list(map(_LEVEL, items))
-        fixed_tag = self.config.tag
-        tags = [fixed_tag] * n if fixed_tag else list(map(self._tag_map(levels).__getitem__, levels))
-        return tags, list(map(_NAME, items)), [()] * n, bodies, seqs
+        return cast(list[str], found)
 
     def _stamps(self, created: list[float]) -> Iterator[str]:
         """The timestamp text of each ``created``, formatted once per millisecond."""

@@ -482,6 +482,10 @@ def test_baked_templates_cover_calls_without_arguments_and_leave_other_types_alo
         by_column = encoder.encode_batch([compact(record) for record in batch], 1)
         assert by_column.rows == encoder.encode_batch([prepare(record) for record in batch], 1).rows
     assert len(encoder._baked.bare) == 6  # one per call site: message, line, level
+    # several call sites with one int each, one of them refused (%c): the whole run takes the generic path
+    for batch in ([_call("a %d", 1), _call("b %x", 255)], [_call("a %d", 1), _call("%c", 0), _call("a %d", 2)]):
+        by_column = encoder.encode_batch([compact(record) for record in batch], 1)
+        assert by_column.rows == encoder.encode_batch([prepare(record) for record in batch], 1).rows
     # a bool prints otherwise than an int ('True'): a run holding one takes the generic path
     calls = [_call("value %s", True), _call("value %s", 3)]
     items = [cast(tuple[object, ...], compact(record)) for record in calls]

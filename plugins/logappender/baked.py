@@ -13,23 +13,19 @@ generic path writes for a few probe values.
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 _quote = json.encoder.encode_basestring  # the C string escaper json itself uses
 
-# a call site: the form key (level, logger, thread, process, module, function), line and msg of a compact record
-# (record.COMPACT_FIELDS: created, levelname, name, threadName, process, module, funcName, lineno, msg, pathname)
-CALL_KEY_FIELDS = (1, 2, 3, 4, 5, 6, 7, 8)
-CALL_KEY = operator.itemgetter(*CALL_KEY_FIELDS)
 # int arguments written the same by both paths, whatever the conversion: zero catches %c (a NUL is escaped in JSON
 # and would not be in the template), the others signs, widths and the digits of a long int
 PROBES = (0, -7, 1234567, 10**25)
 _PROBE_STAMP = "1970-01-01T00:00:00.000Z"
 
-CallKey = tuple[Any, ...]  # CALL_KEY of a compact record
+# a call site: the form key (level, logger, thread, process, module, function), line and msg (record.CALL_KEY)
+CallKey = tuple[Any, ...]
 # a form key -> the template around the message's slot and the line's (record.RecordEncoder._form_parts)
 FormParts = Callable[[tuple[Any, ...]], tuple[str, str, str]]
 

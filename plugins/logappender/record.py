@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from plugins.logappender.baked import CALL_KEY, CALL_KEY_FIELDS, BakedForms
+from plugins.logappender.baked import BakedForms
 from plugins.logappender.config import MAX_KEYS_PER_MESSAGE, AppenderConfig
 
 # message properties (user properties; RocketMQ's Java appenders set APPENDER_TYPE the same way)
@@ -173,9 +173,12 @@ _ARGS_OF = operator.itemgetter(slice(_C_ARGS, None))
 _ONE_ARG = operator.itemgetter(_C_ARGS)
 _CREATED, _LEVEL, _NAME = (operator.itemgetter(COMPACT_FIELDS.index(f)) for f in ("created", "levelname", "name"))
 _LINE = operator.itemgetter(_C_LINE)
-# CALL_KEY's fields as (their place in the key, a getter of the compact record), the message first: the field
-# most likely to differ between call sites
-_SITE_FIELDS = tuple((k, operator.itemgetter(i)) for k, i in reversed(list(enumerate(CALL_KEY_FIELDS))))
+# A call site (baked.py): the form key (level, logger, thread, process, module, function), line and msg, which sit
+# side by side in a compact record, so one slice (a C memcpy) is the key
+_SITE_FIELDS = ("levelname", "name", "threadName", "process", "module", "funcName", "lineno", "msg")
+_SITE_START = COMPACT_FIELDS.index(_SITE_FIELDS[0])
+assert COMPACT_FIELDS[_SITE_START : _SITE_START + len(_SITE_FIELDS)] == _SITE_FIELDS
+CALL_KEY = operator.itemgetter(slice(_SITE_START, _SITE_START + len(_SITE_FIELDS)))
 _THOUSAND = 1000.0  # created * 1000, the same float either way round
 
 
@@ -195,10 +198,9 @@ def _messages(items: Sequence[tuple[Any, ...]], msgs: list[str]) -> Iterable[str
 
 
 def _one_call_site(items: Sequence[tuple[Any, ...]], site: tuple[Any, ...]) -> bool:
-    """True when every compact record has the call site (``CALL_KEY``) ``site``: a column and a ``count`` (in C, an
-    identity test per record for the shared strings) per field, the message first (most likely to differ)."""
-    n = len(items)
-    return all(list(map(getter, items)).count(site[k]) == n for k, getter in _SITE_FIELDS)
+    """True when every compact record has the call site (``CALL_KEY``) ``site``: one comparison per record in C,
+    each key dying at once (no list of them for the collector to walk)."""
+    return operator.countOf(map(CALL_KEY, items), site) == len(items)
 
 
 def compact_record(attrs: Mapping[str, Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -463,11 +465,14 @@ class RecordEncoder:
                     found[i] = template
         return cast(list[str], found)
 
-    def _stamps(self, created: list[float]) -> Iterator[str]:
-        """The timestamp text of each ``created``, formatted once per millisecond."""
-        millis = list(map(int, map(_THOUSAND.__mul__, created)))
-        stamps = {ms: self._stamp(ms) for ms in set(millis)}  # records come in bursts: many share a millisecond
-        return map(stamps.__getitem__, millis)
+    def _stamps(self, created: list[float]) -> list[str]:
+        """The timestamp text of each ``created``, formatted once per millisecond: records come in order and in
+        bursts, so a run of one millisecond is one text repeated."""
+        out: list[str] = []
+        stamp = self._stamp
+        for ms, run in itertools.groupby(map(int, map(_THOUSAND.__mul__, created))):
+            out += itertools.repeat(stamp(ms), len(list(run)))
+        return out
 
     def _compact_columns(self, items: Sequence[tuple[Any, ...]], first_seq: int) -> Columns:
         """The columns of compact records. Every step maps a C function over a whole column: no Python frame and no

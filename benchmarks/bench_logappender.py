@@ -56,21 +56,34 @@ def bench_call_cost(addr: str, tmp: Path, n: int, rounds: int) -> dict[str, Any]
     cpu: dict[str, list[float]] = {k: [] for k in loggers}
     process_cpu: dict[str, list[float]] = {k: [] for k in loggers}
     collections: dict[str, list[int]] = {k: [0, 0, 0] for k in loggers}  # the cyclic GC's runs per generation
+    run_delay: dict[str, list[float]] = {k: [] for k in loggers}  # the logging thread runnable, waiting for a core
     for logger in loggers.values():
         _per_call_us(logger, 1000)  # warm-up (the sender connects)
     rmq.flush(30)
+    # the appender's other threads in this process: its sender and the client's loop (read around each round,
+    # outside the timed loop): how much of their work for a round's records fell inside the timed loop
+    sender = rmq.shipper._thread
+    client = [t for t in threading.enumerate() if t.name.startswith("oms-")]
+    others: dict[str, list[list[float]]] = {"sender": [[], []], "client": [[], []]}  # [in the loop, after it]
     for _ in range(rounds):
         for name, logger in loggers.items():
             p0 = time.process_time()
             gc0 = [g["collections"] for g in gc.get_stats()]
+            d0, s0, c0 = _run_delay_s(), _thread_cpu(sender), _threads_cpu(client)
             wall_us, cpu_us = _per_call_us(logger, n)
+            d1, s1, c1 = _run_delay_s(), _thread_cpu(sender), _threads_cpu(client)
             if name == "rocketmq":
                 rmq.flush(60)  # each round ends with an idle sender: its work for the round's records is counted
+                s2, c2 = _thread_cpu(sender), _threads_cpu(client)
+                for part, (a, b, c) in (("sender", (s0, s1, s2)), ("client", (c0, c1, c2))):
+                    others[part][0].append(round((b - a) / n * 1e6, 3))
+                    others[part][1].append(round((c - b) / n * 1e6, 3))
             process_cpu[name].append((time.process_time() - p0) / n * 1e6)
             for gen, stats in enumerate(gc.get_stats()):
                 collections[name][gen] += stats["collections"] - gc0[gen]
             runs[name].append(wall_us)
             cpu[name].append(cpu_us)
+            run_delay[name].append(round((d1 - d0) / n * 1e6, 3))
     counters = rmq.counters()
     rmq.close(30)
     file_handler.close()
@@ -97,7 +110,58 @@ def bench_call_cost(addr: str, tmp: Path, n: int, rounds: int) -> dict[str, Any]
         "gc_collections": collections,
         "rocketmq_records_sent": counters.sent,
         "rocketmq_dropped": counters.dropped_overflow + counters.dropped_error,
+        # µs per call the logging thread was runnable but waited for a core (/proc schedstat), per round
+        "run_delay_us_per_call_runs": run_delay,
+        # the sender's and the client loop's CPU per record, inside each round's timed loop and in the flush after
+        "sender_cpu_us_per_call_in_loop_runs": others["sender"][0],
+        "sender_cpu_us_per_call_after_loop_runs": others["sender"][1],
+        "client_cpu_us_per_call_in_loop_runs": others["client"][0],
+        "client_cpu_us_per_call_after_loop_runs": others["client"][1],
+        "rounds_by_state": _round_states(runs, others["sender"]),
     }
+
+
+STEADY_SHARE = 0.75  # a round is steady when the sender did at least this share of its work inside the timed loop
+
+
+def _round_states(runs: dict[str, list[float]], sender: list[list[float]]) -> dict[str, Any]:
+    """Each round's goals (µs over NullHandler ≤ 3, below FileHandler; the handlers alternate within a round, so a
+    round compares like with like) and its state: steady (the sender kept pace inside the timed loop) or quiet (it
+    fell behind and finished in the flush)."""
+    in_loop, after = sender
+    rounds = []
+    for i, (rmq, null, file) in enumerate(zip(runs["rocketmq"], runs["null"], runs["file"], strict=True)):
+        share = in_loop[i] / (in_loop[i] + after[i]) if in_loop[i] + after[i] else 0.0
+        rounds.append(
+            {
+                "state": "steady" if share >= STEADY_SHARE else "quiet",
+                "sender_share_in_loop": round(share, 3),
+                "over_null_us": round(rmq - null, 3),
+                "over_file_ratio": round(rmq / file, 3),
+                "le_3us_over_null": rmq - null <= 3.0,
+                "below_file": rmq < file,
+            }
+        )
+    counts: dict[str, Any] = {"rounds": rounds}
+    for state in ("steady", "quiet", "all"):
+        chosen = [r for r in rounds if state in ("all", r["state"])]
+        counts[state] = {
+            "rounds": len(chosen),
+            "le_3us_over_null": sum(r["le_3us_over_null"] for r in chosen),
+            "below_file": sum(r["below_file"] for r in chosen),
+            "both": sum(r["le_3us_over_null"] and r["below_file"] for r in chosen),
+        }
+    return counts
+
+
+def _run_delay_s() -> float:
+    """This thread's time runnable but not running (waiting for a core), in seconds."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
+
+
+def _threads_cpu(threads: list[threading.Thread]) -> float:
+    return sum(_thread_cpu(t) for t in threads if t.is_alive())
 
 
 def _thread_cpu(thread: threading.Thread | None) -> float:
@@ -267,6 +331,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "ceiling_null_handler_loop_records_per_s": ceiling["null_handler_loop_records_per_s"],
         "ceiling_sender_alone_records_per_s": ceiling["sender_alone_records_per_s"],
         "ceiling_sender_alone_cpu_us_per_record": ceiling["sender_alone_cpu_us_per_record"],
+        "call_cost_rounds_by_state": {k: v for k, v in cost["rounds_by_state"].items() if k != "rounds"},
         "log_to_stored_ms_p50": latency["latency_ms_p50"],
         "log_to_stored_ms_p99": latency["latency_ms_p99"],
     }

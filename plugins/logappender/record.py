@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
+from plugins.logappender.baked import BakedForms
 from plugins.logappender.config import MAX_KEYS_PER_MESSAGE, AppenderConfig
 
 # message properties (user properties; RocketMQ's Java appenders set APPENDER_TYPE the same way)
@@ -65,6 +66,7 @@ class Entry(NamedTuple):
 
 
 Row = tuple[str, str, tuple[str, ...], bytes, int]  # an Entry's fields: what the sender's hot loop builds
+Columns = tuple[list[str], Sequence[str], list[tuple[str, ...]], list[bytes], range]  # Encoded.extend's arguments
 
 
 @dataclass(slots=True)
@@ -79,6 +81,9 @@ class Encoded:
     seqs: list[int] = field(default_factory=list)
     failed: int = 0
     error: Exception | None = None
+    # every body is one line (the compact path's JSON: its template and quoted values hold no line break), so
+    # packing need not count line breaks; rows appended one at a time (custom formatters) may span lines
+    single_line: bool = True
 
     @classmethod
     def of_rows(cls, rows: Iterable[Row]) -> Encoded:
@@ -89,6 +94,7 @@ class Encoded:
 
     def append(self, row: Row) -> None:
         tag, logger, keys, body, seq = row
+        self.single_line = False
         self.tags.append(tag)
         self.loggers.append(logger)
         self.keys.append(keys)
@@ -120,6 +126,7 @@ class Encoded:
             self.keys[start:stop],
             self.bodies[start:stop],
             self.seqs[start:stop],
+            single_line=self.single_line,
         )
 
     @property
@@ -164,6 +171,14 @@ _C_ARGS = len(COMPACT_FIELDS)  # where the arguments start
 _COLUMN_GETTERS = tuple(operator.itemgetter(i) for i in range(_C_PATH))  # the columns a body needs, in order
 _ARGS_OF = operator.itemgetter(slice(_C_ARGS, None))
 _ONE_ARG = operator.itemgetter(_C_ARGS)
+_CREATED, _LEVEL, _NAME = (operator.itemgetter(COMPACT_FIELDS.index(f)) for f in ("created", "levelname", "name"))
+_LINE = operator.itemgetter(_C_LINE)
+# A call site (baked.py): the form key (level, logger, thread, process, module, function), line and msg, which sit
+# side by side in a compact record, so one slice (a C memcpy) is the key
+_SITE_FIELDS = ("levelname", "name", "threadName", "process", "module", "funcName", "lineno", "msg")
+_SITE_START = COMPACT_FIELDS.index(_SITE_FIELDS[0])
+assert COMPACT_FIELDS[_SITE_START : _SITE_START + len(_SITE_FIELDS)] == _SITE_FIELDS
+CALL_KEY = operator.itemgetter(slice(_SITE_START, _SITE_START + len(_SITE_FIELDS)))
 _THOUSAND = 1000.0  # created * 1000, the same float either way round
 
 
@@ -180,6 +195,12 @@ def _messages(items: Sequence[tuple[Any, ...]], msgs: list[str]) -> Iterable[str
     if min(arity) > _C_ARGS:
         return map(operator.mod, msgs, args)
     return [m % a if a else m for m, a in zip(msgs, args, strict=True)]
+
+
+def _one_call_site(items: Sequence[tuple[Any, ...]], site: tuple[Any, ...]) -> bool:
+    """True when every compact record has the call site (``CALL_KEY``) ``site``: one comparison per record in C,
+    each key dying at once (no list of them for the collector to walk)."""
+    return operator.countOf(map(CALL_KEY, items), site) == len(items)
 
 
 def compact_record(attrs: Mapping[str, Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -337,6 +358,8 @@ class RecordEncoder:
         # %-template of the JSON object with the timestamp, message, line and seq left open; and the tag per level
         self._forms: dict[tuple[Any, ...], str] = {}
         self._tags: dict[str, str] = {}
+        # the same with the call's message baked in, per call site: the fast path of compact records (baked.py)
+        self._baked = BakedForms(self._form_parts, QUOTED_CACHE_SIZE)
 
     @property
     def takes_compact(self) -> bool:
@@ -370,22 +393,88 @@ class RecordEncoder:
             seq += len(run)
         return out
 
-    def _compact_run(self, items: Sequence[tuple[Any, ...]], first_seq: int, out: Encoded) -> None:
+    def _compact_run(self, items: Sequence[tuple[Any, ...]], first_seq: int, out: Encoded, baked: bool = True) -> None:
         """Compact records into ``out``; a run with a record that cannot be serialized is done again one by one, so
-        only that record is dropped (and named)."""
+        only that record is dropped (and named, by the generic path's error)."""
         try:
-            out.extend(*self._compact_columns(items, first_seq))
+            columns = self._baked_columns(items, first_seq) if baked else None
+            out.extend(*(columns or self._compact_columns(items, first_seq)))
         except Exception as exc:
             if len(items) == 1:
                 item = items[0]
                 out.fail(RecordEncodeError(f"{item[_C_PATH]}:{item[_C_LINE]}", repr(exc)))
                 return
             for seq, item in enumerate(items, first_seq):
-                self._compact_run([item], seq, out)
+                self._compact_run([item], seq, out, baked=False)
 
-    def _compact_columns(
-        self, items: Sequence[tuple[Any, ...]], first_seq: int
-    ) -> tuple[list[str], Sequence[str], list[tuple[str, ...]], list[bytes], range]:
+    def _baked_columns(self, items: Sequence[tuple[Any, ...]], first_seq: int) -> Columns | None:
+        """The columns of compact records whose calls all have no argument, or all one int, with the message baked
+        into each call site's template (``baked.py``): no message string and no quoting per record. None when the
+        run does not qualify (the generic ``_compact_columns`` does it then)."""
+        arity = set(map(len, items))
+        args: list[Any] | None = None
+        if arity == {_C_ARGS + 1}:
+            args = list(map(_ONE_ARG, items))
+            if set(map(type, args)) != {int}:  # exactly int: bool and int subclasses may print otherwise
+                return None
+            table = self._baked.ints
+        elif arity == {_C_ARGS}:
+            table = self._baked.bare
+        else:
+            return None
+        n = len(items)
+        site = CALL_KEY(items[0])
+        if _one_call_site(items, site):  # the usual heavy load: one hot call site; no key per record
+            template = table.get(site) or self._baked.bake(site, args is not None)
+            if template is None:
+                return None
+            found = [template] * n
+            level, name = site[0], site[1]
+            names: list[str] = [name] * n
+            tags = [self.config.tag or self._tag(level)] * n
+        else:
+            templates = self._call_templates(items, table, args is not None)
+            if templates is None:
+                return None
+            found = templates
+            names = list(map(_NAME, items))
+            levels = list(map(_LEVEL, items))
+            fixed_tag = self.config.tag
+            tags = [fixed_tag] * n if fixed_tag else list(map(self._tag_map(levels).__getitem__, levels))
+        stamps = self._stamps(list(map(_CREATED, items)))
+        seqs = range(first_seq, first_seq + n)
+        fields = zip(stamps, args, seqs, strict=True) if args is not None else zip(stamps, seqs, strict=True)
+        bodies = list(map(str.encode, map(str.__mod__, found, fields)))
+        return tags, names, [()] * n, bodies, seqs
+
+    def _call_templates(
+        self, items: Sequence[tuple[Any, ...]], table: dict[Any, str], with_int: bool
+    ) -> list[str] | None:
+        """The baked template of each record (several call sites), or None if one cannot be baked."""
+        # each key tuple dies as soon as it was looked up: a list of them would be thousands of young objects the
+        # collector walks (it set off collections on the sender thread)
+        found = list(map(table.get, map(CALL_KEY, items)))
+        if None in found:  # a call site not seen before (or refused, or past the cache's size)
+            bake = self._baked.bake
+            for i, template in enumerate(found):
+                if template is None:
+                    key = CALL_KEY(items[i])
+                    template = table.get(key) or bake(key, with_int)
+                    if template is None:
+                        return None
+                    found[i] = template
+        return cast(list[str], found)
+
+    def _stamps(self, created: list[float]) -> list[str]:
+        """The timestamp text of each ``created``, formatted once per millisecond: records come in order and in
+        bursts, so a run of one millisecond is one text repeated."""
+        out: list[str] = []
+        stamp = self._stamp
+        for ms, run in itertools.groupby(map(int, map(_THOUSAND.__mul__, created))):
+            out += itertools.repeat(stamp(ms), len(list(run)))
+        return out
+
+    def _compact_columns(self, items: Sequence[tuple[Any, ...]], first_seq: int) -> Columns:
         """The columns of compact records. Every step maps a C function over a whole column: no Python frame and no
         new object tracked by the garbage collector per record (``zip`` reuses its tuple when the consumer let go
         of it), where a loop over the records cost about twice as much."""
@@ -402,10 +491,8 @@ class RecordEncoder:
             keys = zip(levels, names, threads, procs, modules, funcs, strict=True)
             found = [t if t is not None else self._form(k) for t, k in zip(found, keys, strict=True)]
         templates = cast(list[str], found)
-        millis = list(map(int, map(_THOUSAND.__mul__, created)))
-        stamps = {ms: self._stamp(ms) for ms in set(millis)}  # records come in bursts: many share a millisecond
         seqs = range(first_seq, first_seq + n)
-        fields = zip(map(stamps.__getitem__, millis), map(_quote, messages), lines, seqs, strict=True)
+        fields = zip(self._stamps(created), map(_quote, messages), lines, seqs, strict=True)
         bodies = list(map(str.encode, map(str.__mod__, templates, fields)))
         fixed_tag = self.config.tag
         tags = [fixed_tag] * n if fixed_tag else list(map(self._tag_map(levels).__getitem__, levels))
@@ -502,19 +589,26 @@ class RecordEncoder:
         return keys_of(self.config.key_fields, attrs)
 
     def _form(self, key: tuple[Any, ...]) -> str:
+        head, middle, end = self._form_parts(key)
+        form = f"{head}%s{middle}%d{end}"
+        if len(self._forms) < QUOTED_CACHE_SIZE:
+            self._forms[key] = form
+        return form
+
+    def _form_parts(self, key: tuple[Any, ...]) -> tuple[str, str, str]:
+        """The body's %-template in three parts, around the message's slot and the line's: the head takes the
+        timestamp, the end the seq."""
         level, logger, thread, process, module, func = key
 
         def text(v: object) -> str:  # a JSON value in the template: a '%' in it is text, not a conversion
             return _value(v).replace("%", "%%")
 
-        form = (
-            f'{{"timestamp":"%s","level":{text(level)},"logger":{text(logger)},"message":%s,"thread":{text(thread)},'
-            f'"process":{text(process)},"module":{text(module)},"func":{text(func)},"line":%d,"seq":%d'
-            f"{self.static_json.replace('%', '%%')}}}"
+        head = f'{{"timestamp":"%s","level":{text(level)},"logger":{text(logger)},"message":'
+        middle = (
+            f',"thread":{text(thread)},"process":{text(process)},"module":{text(module)},"func":{text(func)},"line":'
         )
-        if len(self._forms) < QUOTED_CACHE_SIZE:
-            self._forms[key] = form
-        return form
+        end = f',"seq":%d{self.static_json.replace("%", "%%")}}}'
+        return head, middle, end
 
     def document(self, doc: dict[str, Any], level: str, logger: str, seq: int, keys: tuple[str, ...]) -> Entry:
         """A body built by an adapter (loguru, structlog): static fields and ``seq`` added, then JSON."""
@@ -588,7 +682,7 @@ def _whole_chunk(chunk: Encoded, max_bytes: int) -> OutMessage | None:
     if len(set(chunk.tags)) != 1 or len(set(chunk.loggers)) != 1:
         return None
     body = b"\n".join(chunk.bodies)
-    if len(body) > max_bytes or body.count(b"\n") != n - 1:  # a body of its own holds a line break
+    if len(body) > max_bytes or (not chunk.single_line and body.count(b"\n") != n - 1):  # a body with a line break
         return None
     return OutMessage(chunk.tags[0], chunk.loggers[0], (), body, n, chunk.seqs[0])
 

@@ -422,6 +422,91 @@ def test_compact_records_encode_as_the_records_do() -> None:
     assert tagged.encode_batch(compact_items[:1], 1).tags == ["web"]
 
 
+_INT_FORMATS = [
+    "request %s done",
+    "n=%d",
+    "[%5d]",
+    "[%-8d]",
+    "x %x %%",
+    "%#x",
+    "%#o",
+    "%X",
+    "%+d",
+    "100% done",  # '% d' here is a conversion: what the stdlib writes, the baked template writes
+    "%e",
+    "%.2f",
+    "%g",
+    "%r",
+    "%a",
+    "%i",
+    "%u",
+    'quote " backslash \\ tab \t newline \n ü %s',
+    "%c",  # any character: a NUL would be escaped in JSON, so never baked
+    "%s %s",  # two conversions for one argument: the generic path names the call
+    "no conversion",
+    "%(key)s",
+    "%*d",
+    "%s",
+]
+
+
+@pytest.mark.parametrize("msg", _INT_FORMATS)
+def test_calls_with_one_int_encode_through_baked_templates_as_the_records_do(msg: str) -> None:
+    """A run of calls with one int argument (or none) is written with the message baked into the call site's
+    template: bodies byte for byte what the record-by-record path writes, errors named the same, and formats
+    the baked template cannot write exactly (%c, another number of arguments) left to the generic path."""
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, service="svc%s", static_fields={"env": "50%"})
+    encoder = RecordEncoder(cfg)
+    values = [0, 1, -7, 42, 10**25, 65, 255, -(10**30), 7]
+    calls = [_call(msg, v) for v in values]
+    by_column = encoder.encode_batch([compact(record) for record in calls], 100)
+    by_record = encoder.encode_batch([prepare(record) for record in calls], 100)
+    assert by_column.rows == by_record.rows
+    assert (by_column.failed, str(by_column.error)) == (by_record.failed, str(by_record.error))
+    baked = msg not in ("%c", "%s %s", "no conversion", "%(key)s", "%*d")
+    assert bool(encoder._baked.ints) is baked
+    if msg != "%c":  # %c fails for the values past a character's range, on both paths alike
+        assert by_column.failed == (0 if baked else len(values))
+    again = encoder.encode_batch([compact(record) for record in calls], 100)  # from the table this time
+    assert again.rows == by_record.rows
+
+
+def test_baked_templates_cover_calls_without_arguments_and_leave_other_types_alone() -> None:
+    cfg = AppenderConfig.build("AppLogs", namesrv_addr=ADDR, static_fields={"pct": "%d%%"})
+    encoder = RecordEncoder(cfg)
+    bare = [_call(m) for m in ("plain", "100% sure %s %d %%", 'a "quote"\n', "ü ✓", "")]
+    other_line = logging.getLogger("app.calls").makeRecord(
+        "app.calls", logging.WARNING, "/srv/app/shop.py", 99, "plain", (), None, "checkout"
+    )
+    for batch in (bare, [*bare, other_line, bare[0]]):
+        by_column = encoder.encode_batch([compact(record) for record in batch], 1)
+        assert by_column.rows == encoder.encode_batch([prepare(record) for record in batch], 1).rows
+    assert len(encoder._baked.bare) == 6  # one per call site: message, line, level
+    # several call sites with one int each, one of them refused (%c): the whole run takes the generic path
+    for batch in ([_call("a %d", 1), _call("b %x", 255)], [_call("a %d", 1), _call("%c", 0), _call("a %d", 2)]):
+        by_column = encoder.encode_batch([compact(record) for record in batch], 1)
+        assert by_column.rows == encoder.encode_batch([prepare(record) for record in batch], 1).rows
+    # a bool prints otherwise than an int ('True'): a run holding one takes the generic path
+    calls = [_call("value %s", True), _call("value %s", 3)]
+    items = [cast(tuple[object, ...], compact(record)) for record in calls]
+    assert encoder._baked_columns(items, 1) is None
+    assert encoder.encode_batch(items, 1).rows == encoder.encode_batch([prepare(r) for r in calls], 1).rows
+
+
+def test_packed_bodies_of_baked_runs_are_the_walk_s_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compact runs are known single-line, so whole chunks pack without counting line breaks: the same messages
+    as the record-by-record walk."""
+    encoder = RecordEncoder(AppenderConfig.build("AppLogs", namesrv_addr=ADDR))
+    calls = [_call("request %s done", i) for i in range(700)] + [_call("multi\nline %s", 1)] * 3
+    encoded = encoder.encode_batch([compact(record) for record in calls], 1)
+    assert encoded.single_line and not Encoded.of_rows(encoded.rows).single_line
+    fast = record_module.pack_encoded(encoded, 256, 40_000, 64)
+    monkeypatch.setattr(record_module, "_whole_chunk", lambda chunk, max_bytes: None)
+    walk = record_module.pack_encoded(encoded, 256, 40_000, 64)
+    assert [(m.count, m.first_seq, m.body) for m in fast] == [(m.count, m.first_seq, m.body) for m in walk]
+    assert sum(m.count for m in fast) == len(calls) and max(len(m.body) for m in fast) <= 40_000
+
+
 class _GatedTransport:
     """Records the size of every batch; holds the first send until released."""
 

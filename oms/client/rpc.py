@@ -86,6 +86,11 @@ class ChannelPool:
         stub: S = cached[1]
         return stub
 
+    def frame_address(self, endpoint: Endpoint) -> tuple[str, int] | None:
+        """Where ``endpoint``'s frame listener is, if known (from any thread; a call over the pool asks for it)."""
+        channel = self._frames.get(endpoint) if self.frames_enabled else None
+        return None if channel is None else (channel.host, channel.port)
+
     def _frame_channel(self, endpoint: Endpoint) -> FrameChannel | None:
         if not self.frames_enabled:
             return None

@@ -1,0 +1,409 @@
+"""Receives read on the worker's own event loop (Celery's kombu hub), as py-amqp and Redis read theirs.
+
+A ``HubFetcher`` long-polls one queue over a non-blocking frame connection of its own (``HubConnection``) registered
+on the hub: the hub's readable callback decodes the answer and hands the messages to kombu's callbacks in the same
+call. No receive runs on the oms client's loop thread, and nothing crosses threads on the way to the task: the
+loop-thread fetcher cost the worker's main process a thread hand-off per receive (pipe, GIL) and that thread's
+asyncio work (docs/celery.md, "Fourth pass"). Acks, requeues and renewals stay with the settler on the client's loop.
+
+A receive the client must make itself goes through that loop (``Transport._receive_async``) and comes back with
+``hub.call_soon``: the first one (the topic's route, the broker's frame listener), one after a failure (the broker
+may have moved: the client asks again), and every one for a broker without frames.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+
+from oms.client.frame_codec import FrameCodec, FrameRpcError, answer_body
+from oms.consumer import PullConsumer
+from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.framed import FramedReceive
+from oms.errors import OMSException
+from orbitmq.remoting.codec import FrameError, RemotingCommand
+from transports.celery.timing import RECEIVE_LINGER_S, backoff_s
+
+if TYPE_CHECKING:
+    from transports.celery.transport import QueueMeta, RocketMQChannel
+
+log = logging.getLogger("transports.celery")
+
+READ_SIZE = 256 * 1024
+DEADLINE_GRACE_S = 1.0  # beyond the call's own timeout (which the broker honours) before the connection is dropped
+
+
+class HubConnection:
+    """One non-blocking TCP connection to a broker's frame listener, driven by the hub; one call in flight.
+
+    Requests are a few hundred bytes and never more than one is unanswered, so a write goes whole into the socket
+    buffer; the hub only ever watches the socket for reading (kombu's epoll poller cannot add write interest to an
+    fd it reads), except while connecting."""
+
+    def __init__(self, hub: Any, host: str, port: int, fetcher: HubFetcher) -> None:
+        self.hub = hub
+        self.address = (host, port)
+        self.codec = FrameCodec()
+        self._fetcher = fetcher
+        self._out = b""  # written once connected
+        self._connected = False
+        self.closed = False
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setblocking(False)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._fd = self._sock.fileno()
+        err = self._sock.connect_ex(self.address)
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            self._sock.close()
+            self.closed = True
+            raise ConnectionRefusedError(err, f"{host}:{port}: {errno.errorcode.get(err, err)}")
+        hub.add_writer(self._fd, self._on_connected)
+
+    def send(self, data: bytes) -> None:
+        if not self._connected:
+            self._out += data
+            return
+        try:
+            sent = self._sock.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            self._lost(f"write failed: {exc!r}")
+            return
+        if sent < len(data):
+            self._write_rest(data[sent:])
+
+    def _write_rest(self, rest: bytes) -> None:
+        """A write the socket did not take whole (never seen: one small request at a time): finish it blocking,
+        bounded by the call's timeout, rather than watch the socket for writing."""
+        try:
+            self._sock.settimeout(self._fetcher.transport.options.operation_timeout)
+            self._sock.sendall(rest)
+            self._sock.setblocking(False)
+        except OSError as exc:
+            self._lost(f"write failed: {exc!r}")
+
+    def _on_connected(self, *_: Any) -> None:
+        if self.closed:
+            return
+        err = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        self.hub.remove_writer(self._fd)
+        if err:
+            self._lost(f"cannot connect to {self.address[0]}:{self.address[1]}: {errno.errorcode.get(err, err)}")
+            return
+        self._connected = True
+        self.hub.add_reader(self._fd, self._on_readable)
+        out, self._out = self._out, b""
+        if out:
+            self.send(out)
+
+    def _on_readable(self, *_: Any) -> None:
+        if self.closed:
+            return
+        try:
+            data = self._sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(f"read failed: {exc!r}")
+            return
+        if not data:
+            self._lost("the broker closed the connection")
+            return
+        try:
+            answers = self.codec.feed(data)
+        except FrameError as exc:
+            self._lost(f"the broker sent a malformed frame: {exc}")
+            return
+        for answer in answers:
+            self._fetcher._answered(self, answer)
+
+    def cancel(self, opaque: int) -> None:
+        """Give up call ``opaque`` (the broker ends its long poll), then close."""
+        if self._connected and not self.closed:
+            try:
+                self._sock.send(self.codec.cancel(opaque))
+            except OSError as exc:  # closing anyway: the broker ends the call when the connection goes
+                log.debug("cancel frame not sent: %r", exc)
+        self.close()
+
+    def _lost(self, reason: str) -> None:
+        if not self.closed:
+            self.close()
+            self._fetcher._failed(self, reason)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.hub.remove(self._fd)
+        self._sock.close()
+
+
+@dataclass
+class _Round:
+    """One receive for the channel's ``reserved`` credits: the queue's topics highest priority first, until one
+    brings messages (the lowest, last, long-polls)."""
+
+    meta: QueueMeta
+    reserved: int
+    topics: list[str]
+    index: int = 0
+    call: FramedReceive | None = None
+    consumer: PullConsumer | None = None
+    opaque: int = 0
+    deadline: Any = None  # the hub timer that drops a connection whose answer never came
+
+
+class HubWaiter:
+    """The credit waiter of a hub fetcher: woken from any thread (an ack, a prefetch change), it polls on the hub."""
+
+    def __init__(self, fetcher: HubFetcher) -> None:
+        self.need = 1
+        self._fetcher = fetcher
+
+    def wake(self) -> None:
+        self._fetcher.hub.call_soon(self._fetcher.poll)
+
+
+class HubFetcher:
+    """Long-polls one queue for its channel while the channel has credit, on the worker's hub (its MainThread)."""
+
+    def __init__(self, channel: RocketMQChannel, queue: str, hub: Any) -> None:
+        self.channel = channel
+        self.transport = channel.connection
+        self.queue = queue
+        self.hub = hub
+        self._waiter = HubWaiter(self)
+        self._conn: HubConnection | None = None
+        self._round: _Round | None = None
+        self._loop_receive: concurrent.futures.Future[tuple[list[dict[str, Any]], Exception | None]] | None = None
+        self._through_loop = True  # the first receive goes through the client: it learns the route and frames
+        self._linger_until: float | None = None
+        self._timer: Any = None  # a linger or a backoff: poll() when it fires
+        self._failures = 0
+        self._stopping = False
+
+    def start(self) -> None:
+        transport = self.transport
+        transport._hub_fetchers.add(self)
+        meta = transport._queue_meta(self.queue)
+        assert meta is not None
+        for topic in meta.topics(transport.options.priority_steps):
+            transport._consumer(topic)
+        self.poll()
+
+    def stop(self) -> None:
+        """Ends after the receive in flight, if any (what it brings becomes visible again at once)."""
+        self._stopping = True
+        self._cancel_timer()
+        if self._round is None and self._loop_receive is None:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the connection now (transport shutdown): a long poll in flight is given up."""
+        self._stopping = True
+        self.transport._hub_fetchers.discard(self)
+        self._cancel_timer()
+        conn, self._conn = self._conn, None
+        r = self._round
+        if conn is not None:
+            if r is not None and r.opaque:
+                conn.cancel(r.opaque)
+            else:
+                conn.close()
+        if r is not None and r.deadline is not None:
+            r.deadline.cancel()
+
+    def _cancel_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    # -- credit -------------------------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Start a receive if none is in flight and the channel has the credit (see ``_take_credits``)."""
+        if self._stopping or self._round is not None or self._loop_receive is not None or self.channel.closed:
+            return
+        now = time.monotonic()
+        over = self._linger_until is not None and now >= self._linger_until
+        n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)  # type: ignore[arg-type]
+        if n:
+            self._linger_until = None
+            self._cancel_timer()
+            self._start(n)
+            return
+        if self._waiter.need > 1 and self._linger_until is None:
+            self._linger_until = now + RECEIVE_LINGER_S  # some credit is free: wait a little for more
+            self._cancel_timer()
+            self._timer = self.hub.call_later(RECEIVE_LINGER_S, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self.poll()
+
+    # -- receiving ----------------------------------------------------------------------------------------------
+
+    def _start(self, reserved: int) -> None:
+        transport = self.transport
+        meta = transport._meta.get(self.queue) or transport._queue_meta(self.queue)  # deleted meanwhile: blocks
+        assert meta is not None
+        if self._through_loop:
+            self._receive_through_loop(reserved)
+            return
+        self._round = _Round(meta, reserved, meta.topics(transport.options.priority_steps))
+        self._send_next()
+
+    def _send_next(self) -> None:
+        r = self._round
+        assert r is not None
+        transport = self.transport
+        last = r.index == len(r.topics) - 1
+        topic = r.topics[r.index]
+        consumer = transport._consumers.get(topic) or transport._consumer(topic)
+        wait_s = transport.options.polling_timeout if last else 0.0
+        try:
+            call = consumer.framed_receive(topic, r.reserved, wait_s)
+        except Exception as exc:  # the consumer was shut down under us (queue deleted): through the loop it is
+            log.debug("framed receive of %s not possible: %r", topic, exc)
+            call = None
+        if call is None:  # the client does not know where (yet): this receive goes through it
+            self._round = None
+            self._receive_through_loop(r.reserved)
+            return
+        conn = self._conn
+        if conn is None or conn.closed or conn.address != (call.host, call.port):
+            if conn is not None:
+                conn.close()
+            try:
+                conn = self._conn = HubConnection(self.hub, call.host, call.port, self)
+            except OSError as exc:
+                self._conn = None
+                self._fail_round(f"cannot connect to {call.host}:{call.port}: {exc!r}")
+                return
+        r.call, r.consumer = call, consumer
+        r.opaque, frame = conn.codec.request(call.method, call.body, call.metadata, call.timeout_s)
+        r.deadline = self.hub.call_later(call.timeout_s + DEADLINE_GRACE_S, self._expired, r)
+        conn.send(frame)
+
+    def _answered(self, conn: HubConnection, answer: RemotingCommand) -> None:
+        r = self._round
+        if r is None or conn is not self._conn or answer.opaque != r.opaque:
+            return  # the answer to a call given up (a cancel crossed it)
+        r.deadline.cancel()
+        r.opaque = 0
+        assert r.call is not None and r.consumer is not None
+        try:
+            messages = r.consumer.framed_answer(r.call, answer_body(answer, r.call.method))
+        except (
+            FrameRpcError,
+            OMSException,
+            DecodeError,
+        ) as exc:  # a refused receive: backoff, as the loop's fetcher does
+            self._fail_round(f"{r.call.what}: {exc}")
+            return
+        transport = self.transport
+        held, payloads, reparks = transport._accept(r.consumer, r.meta, messages)
+        for h, copy in reparks:
+            transport._start_task(transport._repark_async(h, copy))
+        if not payloads and r.index < len(r.topics) - 1:
+            r.index += 1  # a higher bucket was empty: the next one, for the same credit
+            self._send_next()
+            return
+        self._round = None
+        self._failures = 0
+        self.channel._received(r.reserved, held, buffered=True)
+        self._deliver(payloads)
+        self.poll()
+
+    def _deliver(self, payloads: list[dict[str, Any]]) -> None:
+        if not payloads:
+            return
+        channel = self.channel
+        if self._stopping:  # received while the consumer was cancelled: visible again at once
+            channel._give_back(payloads)
+            self.close()
+            return
+        for payload in payloads:
+            self.transport._deliver_one(channel, self.queue, payload)
+
+    def _expired(self, r: _Round) -> None:
+        if r is self._round and r.opaque:
+            conn = self._conn
+            self._conn = None
+            if conn is not None:
+                conn.cancel(r.opaque)
+            what = r.call.what if r.call is not None else self.queue
+            self._fail_round(f"{what}: no answer in time")
+
+    def _failed(self, conn: HubConnection, reason: str) -> None:
+        if conn is self._conn:
+            self._conn = None
+            if self._round is not None:
+                self._fail_round(reason)
+
+    def _fail_round(self, reason: str) -> None:
+        """A receive failed (the broker may be restarting): its credit back, a retry with backoff, through the
+        client's loop (which learns the broker's address again)."""
+        r, self._round = self._round, None
+        if r is not None:
+            if r.deadline is not None:
+                r.deadline.cancel()
+            self.channel._received(r.reserved, [], buffered=True)
+        if self._stopping:
+            self.close()
+            return
+        delay = backoff_s(self._failures)
+        self._failures += 1
+        self._through_loop = True
+        log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, reason, delay)
+        self._cancel_timer()
+        self._timer = self.hub.call_later(delay, self._fire)
+
+    # -- a receive through the client's loop --------------------------------------------------------------------
+
+    def _receive_through_loop(self, reserved: int) -> None:
+        transport = self.transport
+        future = transport._start_task(self._loop_receive_outcome(reserved))
+        self._loop_receive = future
+        future.add_done_callback(lambda f: self.hub.call_soon(self._loop_received, f))
+
+    async def _loop_receive_outcome(self, reserved: int) -> tuple[list[dict[str, Any]], Exception | None]:
+        """On the client's loop: the payloads, or why not (a failure is this fetcher's to retry, not an error of
+        the loop's task)."""
+        transport = self.transport
+        try:
+            got = await transport._receive_async(self.channel, self.queue, reserved, transport.options.polling_timeout)
+        except Exception as exc:  # the credit went back in _receive_async; the hub retries with backoff
+            return [], exc
+        return got, None
+
+    def _loop_received(self, future: concurrent.futures.Future[tuple[list[dict[str, Any]], Exception | None]]) -> None:
+        if future is not self._loop_receive:
+            return
+        self._loop_receive = None
+        if future.cancelled():
+            return  # the transport is shutting down
+        payloads, exc = future.result()
+        if exc is not None:
+            if self._stopping:
+                self.close()
+                return
+            delay = backoff_s(self._failures)
+            self._failures += 1
+            log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, exc, delay)
+            self._cancel_timer()
+            self._timer = self.hub.call_later(delay, self._fire)
+            return
+        self._failures = 0
+        self._through_loop = False
+        self._deliver(payloads)
+        self.poll()

@@ -17,6 +17,7 @@ import concurrent.futures
 import errno
 import logging
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,8 @@ log = logging.getLogger("transports.celery")
 
 READ_SIZE = 256 * 1024
 DEADLINE_GRACE_S = 1.0  # beyond the call's own timeout (which the broker honours) before the connection is dropped
+DEADLINE_CHECK_S = 1.0  # one repeating timer per fetcher checks it (a timer per receive would pile up in the hub's
+# heap: kombu keeps a cancelled timer there until it is due)
 
 
 class HubConnection:
@@ -159,18 +162,25 @@ class _Round:
     call: FramedReceive | None = None
     consumer: PullConsumer | None = None
     opaque: int = 0
-    deadline: Any = None  # the hub timer that drops a connection whose answer never came
+    deadline: float = 0.0  # time.monotonic() past which the answer is given up (checked every DEADLINE_CHECK_S)
 
 
 class HubWaiter:
-    """The credit waiter of a hub fetcher: woken from any thread (an ack, a prefetch change), it polls on the hub."""
+    """The credit waiter of a hub fetcher: woken from any thread (an ack, a prefetch change), it polls on the hub.
+
+    On the hub's own thread it polls at once: kombu's hub runs a ``call_soon`` made there only after its next poll
+    of the sockets, which waits for the next timer or socket event (up to 10 s on an otherwise idle worker)."""
 
     def __init__(self, fetcher: HubFetcher) -> None:
         self.need = 1
         self._fetcher = fetcher
 
     def wake(self) -> None:
-        self._fetcher.hub.call_soon(self._fetcher.poll)
+        fetcher = self._fetcher
+        if threading.get_ident() == fetcher.transport._hub_thread:
+            fetcher.poll()
+        else:
+            fetcher.hub.call_soon(fetcher.poll)
 
 
 class HubFetcher:
@@ -190,10 +200,12 @@ class HubFetcher:
         self._timer: Any = None  # a linger or a backoff: poll() when it fires
         self._failures = 0
         self._stopping = False
+        self._checker: Any = None  # the repeating timer of _check_deadline
 
     def start(self) -> None:
         transport = self.transport
         transport._hub_fetchers.add(self)
+        self._checker = self.hub.call_repeatedly(DEADLINE_CHECK_S, self._check_deadline)
         meta = transport._queue_meta(self.queue)
         assert meta is not None
         for topic in meta.topics(transport.options.priority_steps):
@@ -219,8 +231,9 @@ class HubFetcher:
                 conn.cancel(r.opaque)
             else:
                 conn.close()
-        if r is not None and r.deadline is not None:
-            r.deadline.cancel()
+        checker, self._checker = self._checker, None
+        if checker is not None:
+            checker.cancel()
 
     def _cancel_timer(self) -> None:
         timer, self._timer = self._timer, None
@@ -235,7 +248,7 @@ class HubFetcher:
             return
         now = time.monotonic()
         over = self._linger_until is not None and now >= self._linger_until
-        n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)  # type: ignore[arg-type]
+        n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)
         if n:
             self._linger_until = None
             self._cancel_timer()
@@ -291,14 +304,13 @@ class HubFetcher:
                 return
         r.call, r.consumer = call, consumer
         r.opaque, frame = conn.codec.request(call.method, call.body, call.metadata, call.timeout_s)
-        r.deadline = self.hub.call_later(call.timeout_s + DEADLINE_GRACE_S, self._expired, r)
+        r.deadline = time.monotonic() + call.timeout_s + DEADLINE_GRACE_S
         conn.send(frame)
 
     def _answered(self, conn: HubConnection, answer: RemotingCommand) -> None:
         r = self._round
         if r is None or conn is not self._conn or answer.opaque != r.opaque:
             return  # the answer to a call given up (a cancel crossed it)
-        r.deadline.cancel()
         r.opaque = 0
         assert r.call is not None and r.consumer is not None
         try:
@@ -335,14 +347,15 @@ class HubFetcher:
         for payload in payloads:
             self.transport._deliver_one(channel, self.queue, payload)
 
-    def _expired(self, r: _Round) -> None:
-        if r is self._round and r.opaque:
-            conn = self._conn
-            self._conn = None
-            if conn is not None:
-                conn.cancel(r.opaque)
-            what = r.call.what if r.call is not None else self.queue
-            self._fail_round(f"{what}: no answer in time")
+    def _check_deadline(self) -> None:
+        r = self._round
+        if r is None or not r.opaque or time.monotonic() < r.deadline:
+            return
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.cancel(r.opaque)
+        what = r.call.what if r.call is not None else self.queue
+        self._fail_round(f"{what}: no answer in time")
 
     def _failed(self, conn: HubConnection, reason: str) -> None:
         if conn is self._conn:
@@ -355,8 +368,6 @@ class HubFetcher:
         client's loop (which learns the broker's address again)."""
         r, self._round = self._round, None
         if r is not None:
-            if r.deadline is not None:
-                r.deadline.cancel()
             self.channel._received(r.reserved, [], buffered=True)
         if self._stopping:
             self.close()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from queue import Empty
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
@@ -196,7 +196,7 @@ class RocketMQChannel(virtual.Channel):
         super().__init__(connection, **kwargs)
         self._lock = threading.Lock()  # the ledger below: the worker's thread settles, the I/O loop receives
         self._held: dict[str, Held] = {}  # delivery tag (first receipt handle) -> message
-        self._credit_waiters: set[CreditWaiter] = set()  # fetchers (one per consumed queue) waiting for credit
+        self._credit_waiters: set[Waiter] = set()  # fetchers (one per consumed queue) waiting for credit
         self._buffered = 0  # received, not yet handed to kombu
         self._reserved = 0  # receives in flight may bring this many
         self._fetchers: dict[str, Fetcher | HubFetcher] = {}
@@ -329,7 +329,7 @@ class RocketMQChannel(virtual.Channel):
         limit = qos.prefetch_count or UNLIMITED_BUFFER
         return limit - unsettled - self._buffered - self._reserved
 
-    def _take_credits(self, want: int, linger_over: bool, waiter: CreditWaiter) -> int:
+    def _take_credits(self, want: int, linger_over: bool, waiter: Waiter) -> int:
         """Take up to ``want`` credits for a receive, or 0 and leave ``waiter`` to be woken when worth it.
 
         Credits come back one task at a time: with fewer than half the prefetch free, a receive waits (up to
@@ -345,16 +345,18 @@ class RocketMQChannel(virtual.Channel):
             self._credit_waiters.add(waiter)
             return 0
 
-    def _credit_freed(self) -> None:
-        """Called after kombu's ledger freed a credit (with ``self._lock`` held)."""
+    def _credit_freed(self) -> list[Waiter]:
+        """Called after kombu's ledger freed a credit (with ``self._lock`` held): the waiters to wake, once the
+        caller released the lock (a fetcher on the worker's hub polls at once, and takes the lock)."""
         if not self._credit_waiters:
-            return
+            return []
         credits = self._credits()
-        for waiter in [w for w in self._credit_waiters if credits >= w.need]:
-            self._credit_waiters.discard(waiter)
-            waiter.wake()
+        woken = [w for w in self._credit_waiters if credits >= w.need]
+        self._credit_waiters.difference_update(woken)
+        return woken
 
     def _received(self, reserved: int, held: list[Held], buffered: bool) -> None:
+        woken: list[Waiter] = []
         with self._lock:
             self._reserved -= reserved
             for h in held:
@@ -363,7 +365,9 @@ class RocketMQChannel(virtual.Channel):
             if buffered:
                 self._buffered += len(held)
             if len(held) < reserved:
-                self._credit_freed()  # credit reserved and not used: a fetcher of another queue may take it
+                woken = self._credit_freed()  # credit reserved and not used: a fetcher of another queue may take it
+        for waiter in woken:
+            waiter.wake()
 
     def _handed_over(self, count: int = 1) -> None:
         with self._lock:
@@ -381,7 +385,9 @@ class RocketMQChannel(virtual.Channel):
     def _settle(self, delivery_tag: str, how: Settle) -> None:
         with self._lock:
             held = self._held.pop(delivery_tag, None)
-            self._credit_freed()
+            woken = self._credit_freed()
+        for waiter in woken:
+            waiter.wake()
         if held is None:
             log.debug("delivery tag %.24s... is not held (settled already)", delivery_tag)
             return
@@ -401,6 +407,15 @@ class RocketMQChannel(virtual.Channel):
     def _due_for_renewal(self, now: float) -> list[Held]:
         with self._lock:
             return [h for h in self._held.values() if h.renew_at <= now]
+
+
+class Waiter(Protocol):
+    """What a fetcher waiting for its channel's credit gives ``_take_credits``: how much it waits for, and how to
+    wake it (from any thread, without the channel's lock held)."""
+
+    need: int
+
+    def wake(self) -> None: ...
 
 
 class CreditWaiter:

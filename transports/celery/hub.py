@@ -285,7 +285,7 @@ class HubFetcher:
         wait_s = transport.options.polling_timeout if last else 0.0
         try:
             call = consumer.framed_receive(topic, r.reserved, wait_s)
-        except Exception as exc:  # the consumer was shut down under us (queue deleted): through the loop it is
+        except OMSException as exc:  # the consumer was shut down under us (queue deleted): through the loop it is
             log.debug("framed receive of %s not possible: %r", topic, exc)
             call = None
         if call is None:  # the client does not know where (yet): this receive goes through it
@@ -315,12 +315,8 @@ class HubFetcher:
         assert r.call is not None and r.consumer is not None
         try:
             messages = r.consumer.framed_answer(r.call, answer_body(answer, r.call.method))
-        except (
-            FrameRpcError,
-            OMSException,
-            DecodeError,
-        ) as exc:  # a refused receive: backoff, as the loop's fetcher does
-            self._fail_round(f"{r.call.what}: {exc}")
+        except (FrameRpcError, OMSException, DecodeError) as exc:
+            self._fail_round(f"{r.call.what}: {exc}")  # refused: retried with backoff, as the loop's fetcher does
             return
         transport = self.transport
         held, payloads, reparks = transport._accept(r.consumer, r.meta, messages)
@@ -334,18 +330,26 @@ class HubFetcher:
         self._failures = 0
         self.channel._received(r.reserved, held, buffered=True)
         self._deliver(payloads)
-        self.poll()
 
     def _deliver(self, payloads: list[dict[str, Any]]) -> None:
-        if not payloads:
-            return
+        """Hand what a receive brought to kombu's callbacks, then receive again (or end, once stopped)."""
         channel = self.channel
         if self._stopping:  # received while the consumer was cancelled: visible again at once
             channel._give_back(payloads)
             self.close()
             return
-        for payload in payloads:
-            self.transport._deliver_one(channel, self.queue, payload)
+        done = 0
+        try:
+            for payload in payloads:
+                self.transport._deliver_one(channel, self.queue, payload)
+                done += 1
+        finally:
+            if done < len(payloads):  # a callback raised (into the hub): the rest must not hold credit forever
+                channel._give_back(payloads[done + 1 :])
+        if self._stopping:  # a callback cancelled the consumer
+            self.close()
+        else:
+            self.poll()
 
     def _check_deadline(self) -> None:
         r = self._round
@@ -417,4 +421,3 @@ class HubFetcher:
         self._failures = 0
         self._through_loop = False
         self._deliver(payloads)
-        self.poll()

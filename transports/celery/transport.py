@@ -374,8 +374,8 @@ class RocketMQChannel(virtual.Channel):
             self._buffered -= count
 
     def _give_back(self, payloads: list[dict[str, Any]]) -> None:
-        """Received after the consumer was cancelled: visible again at once (unless the channel closed meanwhile and
-        released what it held)."""
+        """Received and not handed to kombu (the consumer was cancelled meanwhile, or a callback raised before their
+        turn): visible again at once, unless the channel closed meanwhile and released what it held."""
         if self.connection is None:
             return
         self._handed_over(len(payloads))

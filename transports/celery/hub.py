@@ -14,9 +14,7 @@ may have moved: the client asks again), and every one for a broker without frame
 from __future__ import annotations
 
 import concurrent.futures
-import errno
 import logging
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -24,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
-from oms.client.frame_codec import FrameCodec, FrameRpcError, answer_body
+from oms.client.frame_codec import FrameRpcError, answer_body
 from oms.consumer import PullConsumer
 from oms.consumer.config import MAX_RECEIVE_BATCH
 from oms.consumer.framed import FramedReceive
 from oms.errors import OMSException
-from orbitmq.remoting.codec import FrameError, RemotingCommand
+from orbitmq.remoting.codec import RemotingCommand
+from transports.celery.hub_connection import HubConnection
 from transports.celery.timing import RECEIVE_LINGER_S, backoff_s
 
 if TYPE_CHECKING:
@@ -37,117 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("transports.celery")
 
-READ_SIZE = 256 * 1024
 DEADLINE_GRACE_S = 1.0  # beyond the call's own timeout (which the broker honours) before the connection is dropped
 DEADLINE_CHECK_S = 1.0  # one repeating timer per fetcher checks it (a timer per receive would pile up in the hub's
 # heap: kombu keeps a cancelled timer there until it is due)
-
-
-class HubConnection:
-    """One non-blocking TCP connection to a broker's frame listener, driven by the hub; one call in flight.
-
-    Requests are a few hundred bytes and never more than one is unanswered, so a write goes whole into the socket
-    buffer; the hub only ever watches the socket for reading (kombu's epoll poller cannot add write interest to an
-    fd it reads), except while connecting."""
-
-    def __init__(self, hub: Any, host: str, port: int, fetcher: HubFetcher) -> None:
-        self.hub = hub
-        self.address = (host, port)
-        self.codec = FrameCodec()
-        self._fetcher = fetcher
-        self._out = b""  # written once connected
-        self._connected = False
-        self.closed = False
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setblocking(False)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._fd = self._sock.fileno()
-        err = self._sock.connect_ex(self.address)
-        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            self._sock.close()
-            self.closed = True
-            raise ConnectionRefusedError(err, f"{host}:{port}: {errno.errorcode.get(err, err)}")
-        hub.add_writer(self._fd, self._on_connected)
-
-    def send(self, data: bytes) -> None:
-        if not self._connected:
-            self._out += data
-            return
-        try:
-            sent = self._sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            self._lost(f"write failed: {exc!r}")
-            return
-        if sent < len(data):
-            self._write_rest(data[sent:])
-
-    def _write_rest(self, rest: bytes) -> None:
-        """A write the socket did not take whole (never seen: one small request at a time): finish it blocking,
-        bounded by the call's timeout, rather than watch the socket for writing."""
-        try:
-            self._sock.settimeout(self._fetcher.transport.options.operation_timeout)
-            self._sock.sendall(rest)
-            self._sock.setblocking(False)
-        except OSError as exc:
-            self._lost(f"write failed: {exc!r}")
-
-    def _on_connected(self, *_: Any) -> None:
-        if self.closed:
-            return
-        err = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        self.hub.remove_writer(self._fd)
-        if err:
-            self._lost(f"cannot connect to {self.address[0]}:{self.address[1]}: {errno.errorcode.get(err, err)}")
-            return
-        self._connected = True
-        self.hub.add_reader(self._fd, self._on_readable)
-        out, self._out = self._out, b""
-        if out:
-            self.send(out)
-
-    def _on_readable(self, *_: Any) -> None:
-        if self.closed:
-            return
-        try:
-            data = self._sock.recv(READ_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._lost(f"read failed: {exc!r}")
-            return
-        if not data:
-            self._lost("the broker closed the connection")
-            return
-        try:
-            answers = self.codec.feed(data)
-        except FrameError as exc:
-            self._lost(f"the broker sent a malformed frame: {exc}")
-            return
-        for answer in answers:
-            self._fetcher._answered(self, answer)
-
-    def cancel(self, opaque: int) -> None:
-        """Give up call ``opaque`` (the broker ends its long poll), then close."""
-        if self._connected and not self.closed:
-            try:
-                self._sock.send(self.codec.cancel(opaque))
-            except OSError as exc:  # closing anyway: the broker ends the call when the connection goes
-                log.debug("cancel frame not sent: %r", exc)
-        self.close()
-
-    def _lost(self, reason: str) -> None:
-        if not self.closed:
-            self.close()
-            self._fetcher._failed(self, reason)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.hub.remove(self._fd)
-        self._sock.close()
 
 
 @dataclass
@@ -297,7 +188,13 @@ class HubFetcher:
             if conn is not None:
                 conn.close()
             try:
-                conn = self._conn = HubConnection(self.hub, call.host, call.port, self)
+                conn = self._conn = HubConnection(
+                    self.hub,
+                    (call.host, call.port),
+                    self._answered,
+                    self._failed,
+                    transport.options.operation_timeout,
+                )
             except OSError as exc:
                 self._conn = None
                 self._fail_round(f"cannot connect to {call.host}:{call.port}: {exc!r}")

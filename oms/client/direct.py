@@ -8,7 +8,6 @@ and reads the answer itself: only the broker and the caller are woken (docs/oms.
 
 from __future__ import annotations
 
-import itertools
 import os
 import socket
 import threading
@@ -17,9 +16,9 @@ from collections.abc import Sequence
 
 import grpc
 
-from oms.client.frames import CONNECT_TIMEOUT_S, FrameRpcError, answer_body, check_request_size
-from orbitmq.remoting.codec import FrameError, RemotingCommand, encode, iter_frames
-from orbitmq.remoting.grpc_frames import request_frame
+from oms.client.frame_codec import FrameCodec, FrameRpcError, answer_body
+from oms.client.frames import CONNECT_TIMEOUT_S
+from orbitmq.remoting.codec import FrameError
 
 Address = tuple[str, int]
 
@@ -30,23 +29,22 @@ RECV_BYTES = 64 * 1024  # under malloc's mmap threshold: a larger read buffer co
 class DirectConnection:
     """One blocking socket to a broker's frame listener, used by one thread at a time (a pool lends it out)."""
 
-    __slots__ = ("_opaque", "_pending", "_sock", "address")
+    __slots__ = ("_codec", "_sock", "address")
 
     def __init__(self, address: Address, timeout: float) -> None:
         self.address = address
         self._sock = socket.create_connection(address, timeout=min(timeout, CONNECT_TIMEOUT_S))
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._pending = bytearray()  # the start of an answer not yet whole
-        self._opaque = itertools.count(1)
+        self._codec = FrameCodec()
 
     def call(self, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout: float) -> bytes:
         """The answer's body; ``FrameRpcError`` for the status a failed call answered (the connection stays good),
         ``TimeoutError``/``OSError``/``FrameError`` when the connection failed (it must then be closed)."""
         deadline = time.monotonic() + timeout
-        opaque = next(self._opaque)
+        opaque, frame = self._codec.request(method, body, metadata, timeout)  # over the frame limit: raises here
         sock = self._sock
         sock.settimeout(timeout)
-        sock.sendall(encode(request_frame(method, body, metadata, int(timeout * 1000), opaque)))
+        sock.sendall(frame)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -55,13 +53,12 @@ class DirectConnection:
             data = sock.recv(RECV_BYTES)
             if not data:
                 raise ConnectionResetError("the broker closed the connection")
-            answers: list[RemotingCommand] = list(iter_frames(self._pending, data))
-            for answer in answers:
+            for answer in self._codec.feed(data):
                 # one call at a time, and a connection whose call failed is closed: any other opaque is a
                 # broker's mistake, not a late answer
                 if answer.opaque != opaque:
                     raise FrameError(f"an answer to call {answer.opaque} arrived during call {opaque}")
-                return answer_body(method, answer)
+                return answer_body(answer, method)
 
     def stale(self) -> bool:
         """Whether this idle connection is unusable: the broker closed it (a restart) or sent what nobody asked
@@ -95,7 +92,6 @@ class DirectPool:
     ) -> bytes:
         """``method`` on the broker at ``address``; failures raise ``FrameRpcError`` with the status the gRPC
         transport would give (UNAVAILABLE: the connection failed; DEADLINE_EXCEEDED: no answer in time)."""
-        check_request_size(method, body)
         conn = self._borrow(address, timeout)
         where = f"{address[0]}:{address[1]}"
         try:

@@ -8,59 +8,19 @@ status the gRPC transport would have given. A grpc-aio round trip costs 0.6-0.9 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 
-from orbitmq.remoting.codec import FrameError, RemotingCommand, encode, iter_frames
-from orbitmq.remoting.codes import ResponseCode
-from orbitmq.remoting.grpc_frames import (
-    MAX_FRAME_BODY_BYTES,
-    STATUS_FIELD,
-    cancel_frame,
-    request_frame,
-    status_code,
-)
+from oms.client.frame_codec import FrameCodec, FrameRpcError, answer_body
+from orbitmq.remoting.codec import FrameError, RemotingCommand
 
 log = logging.getLogger("oms.client.frames")
 
 CONNECT_TIMEOUT_S = 3.0
 WRITE_BUFFER_HIGH = 1 << 20  # unsent request bytes above which a call waits for the socket
-
-
-class FrameRpcError(grpc.RpcError):
-    """A failed framed call, read like ``grpc.aio.AioRpcError`` (``code()``, ``details()``)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self._code = code
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-def check_request_size(method: str, body: bytes) -> None:
-    if len(body) > MAX_FRAME_BODY_BYTES:
-        raise FrameRpcError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            f"{method}: the request of {len(body)} bytes exceeds the frame limit of {MAX_FRAME_BODY_BYTES}",
-        )
-
-
-def answer_body(method: str, answer: RemotingCommand) -> bytes:
-    """The response message of a call's answer frame, or the ``FrameRpcError`` of the status it carries."""
-    if answer.code != ResponseCode.SUCCESS:
-        raw = answer.ext_fields.get(STATUS_FIELD, "")
-        code = status_code(int(raw)) if raw.isdigit() else grpc.StatusCode.UNKNOWN
-        raise FrameRpcError(code, answer.remark or f"{method}: remoting code {answer.code}")
-    return answer.body
 
 
 class _FrameProtocol(asyncio.Protocol):
@@ -72,7 +32,6 @@ class _FrameProtocol(asyncio.Protocol):
 
     def __init__(self, conn: FrameConnection) -> None:
         self._conn = conn
-        self._buf = bytearray()  # the start of a frame not yet whole
         self.transport: asyncio.Transport | None = None
         self._paused = False
         self._resumed: asyncio.Future[None] | None = None
@@ -84,7 +43,7 @@ class _FrameProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            for answer in iter_frames(self._buf, data):
+            for answer in self._conn.codec.feed(data):
                 self._conn._answered(answer)
         except FrameError as exc:
             self._conn._lost(f"the broker sent a malformed frame: {exc}")
@@ -128,7 +87,7 @@ class FrameConnection:
     def __init__(self, host: str, port: int, on_lost: Callable[[FrameConnection], None]) -> None:
         self.host, self.port = host, port
         self._on_lost = on_lost
-        self._opaque = itertools.count(1)
+        self.codec = FrameCodec()  # the wire format; this class is the asyncio I/O around it
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._protocol: _FrameProtocol | None = None
         self._connecting: asyncio.Future[None] | None = None
@@ -176,20 +135,19 @@ class FrameConnection:
         self._on_lost(self)
 
     async def call(self, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout: float) -> bytes:
-        check_request_size(method, body)
+        opaque, frame = self.codec.request(method, body, metadata, timeout)  # over the frame limit: raises here
         if self.closed:
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: the connection is closed")
         protocol = self._protocol or await self._connect()
         transport = protocol.transport
         if transport is None or self.closed:
             raise FrameRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.address}: the connection is closed")
-        opaque = next(self._opaque)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[opaque] = waiter
         # The deadline is a timer on the one future (asyncio.wait_for would add a second future and callbacks).
         deadline = loop.call_later(timeout, _expire, waiter)
-        transport.write(encode(request_frame(method, body, metadata, int(timeout * 1000), opaque)))
+        transport.write(frame)
         try:
             await protocol.drain(waiter)
             answer = await waiter
@@ -203,12 +161,12 @@ class FrameConnection:
         finally:
             deadline.cancel()
             self._pending.pop(opaque, None)
-        return answer_body(method, answer)
+        return answer_body(answer, method)
 
     def _cancel(self, opaque: int) -> None:
         protocol = self._protocol
         if protocol is not None and protocol.transport is not None and not self.closed:
-            protocol.transport.write(encode(cancel_frame(next(self._opaque), opaque)))
+            protocol.transport.write(self.codec.cancel(opaque))
 
     async def close(self) -> None:
         self._lost("the connection was closed")

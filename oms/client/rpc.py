@@ -16,7 +16,7 @@ import grpc.aio
 from google.protobuf.message import Message
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
-from oms.client.direct import Address, DirectPool
+from oms.client.direct import DirectPool
 from oms.client.endpoints import Endpoint
 from oms.client.frames import FrameChannel
 from oms.client.headers import HeaderBuilder
@@ -92,10 +92,10 @@ class ChannelPool:
         stub: S = cached[1]
         return stub
 
-    def frames_address(self, endpoint: Endpoint) -> Address | None:
-        """Where ``endpoint``'s frame listener is, once the broker said so (any thread; None before, or without)."""
+    def frame_address(self, endpoint: Endpoint) -> tuple[str, int] | None:
+        """Where ``endpoint``'s frame listener is, if known (from any thread; a call over the pool asks for it)."""
         channel = self._frames.get(endpoint) if self.frames_enabled else None
-        return (channel.host, channel.port) if channel is not None else None
+        return None if channel is None else (channel.host, channel.port)
 
     def _frame_channel(self, endpoint: Endpoint) -> FrameChannel | None:
         if not self.frames_enabled:
@@ -211,7 +211,7 @@ class Rpc:
     def _direct(
         self, endpoint: Endpoint, path: str, method: str, request: Any, response_type: type[R], timeout: float
     ) -> R | None:
-        address = self.pool.frames_address(endpoint)
+        address = self.pool.frame_address(endpoint)
         if address is None:
             return None
         try:

@@ -145,13 +145,54 @@ class ConsumerCalls:
         """Pop messages: ``Pop/ReceiveBatch`` where the broker has it (one answer for the batch), else v2
         ReceiveMessage (one stream response per message, e.g. a RocketMQ proxy)."""
         attempt_id = attempt_id or str(uuid.uuid4())
-        if self.receive_batch_enabled and not self.namespace and ref.endpoint not in self._no_receive_batch:
+        if self.serves_receive_batch(ref.endpoint):
             try:
                 return await self._receive_batch(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
             except _Unimplemented:
                 self._no_receive_batch.add(ref.endpoint)
                 log.info("%s has no Pop/ReceiveBatch, using v2 ReceiveMessage", ref.endpoint)
         return await self._receive_v2(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
+
+    def receive_batch_request(
+        self,
+        ref: QueueRef,
+        selector: MessageSelector,
+        batch: int,
+        long_polling_s: float,
+        invisible_ms: int | None,
+        attempt_id: str | None = None,
+    ) -> pop_pb2.ReceiveBatchRequest:
+        """The ``Pop/ReceiveBatch`` request of a receive (sent here, or by a caller over its own frame connection)."""
+        filter_type, expression = selector.pull_filter()
+        return pop_pb2.ReceiveBatchRequest(
+            group=self.group,
+            topic=ref.queue.topic,
+            queue_id=ref.queue.queue_id,
+            batch_size=batch,
+            invisible_ms=invisible_ms or 0,
+            auto_renew=invisible_ms is None,
+            long_polling_ms=int(long_polling_s * 1000),
+            filter_type=filter_type,
+            filter_expression=expression,
+            attempt_id=attempt_id or str(uuid.uuid4()),
+        )
+
+    @staticmethod
+    def receive_batch_result(response: pop_pb2.ReceiveBatchResponse, what: str) -> Received:
+        """A ``Pop/ReceiveBatch`` answer read: its receipts, nothing when none was found; the status raised else."""
+        code = int(response.status.code)
+        if code == Code.MESSAGE_NOT_FOUND:
+            return Received([], code)
+        if code != Code.OK:
+            raise exception_for(code or Code.INTERNAL_ERROR, f"{what}: {response.status.message or code_name(code)}")
+        try:
+            return Received(_receipts_from_batch(response), code, response.delivery_timestamp_ms)
+        except (RecordFormatError, ValueError) as exc:
+            raise exception_for(Code.MESSAGE_CORRUPTED, f"{what}: the records do not decode: {exc}") from exc
+
+    def serves_receive_batch(self, endpoint: Endpoint) -> bool:
+        """Receives to ``endpoint`` use ``Pop/ReceiveBatch`` (False: v2 ReceiveMessage, e.g. a RocketMQ proxy)."""
+        return self.receive_batch_enabled and not self.namespace and endpoint not in self._no_receive_batch
 
     async def _receive_batch(
         self,
@@ -162,19 +203,7 @@ class ConsumerCalls:
         invisible_ms: int | None,
         attempt_id: str,
     ) -> Received:
-        filter_type, expression = selector.pull_filter()
-        request = pop_pb2.ReceiveBatchRequest(
-            group=self.group,
-            topic=ref.queue.topic,
-            queue_id=ref.queue.queue_id,
-            batch_size=batch,
-            invisible_ms=invisible_ms or 0,
-            auto_renew=invisible_ms is None,
-            long_polling_ms=int(long_polling_s * 1000),
-            filter_type=filter_type,
-            filter_expression=expression,
-            attempt_id=attempt_id,
-        )
+        request = self.receive_batch_request(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
         what = f"ReceiveBatch from {ref.endpoint}"
         try:
             response: pop_pb2.ReceiveBatchResponse = await self._stub(ref.endpoint, pop_pb2_grpc.PopStub).ReceiveBatch(
@@ -184,15 +213,7 @@ class ConsumerCalls:
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 raise _Unimplemented from None
             raise from_rpc_error(exc, what) from None
-        code = int(response.status.code)
-        if code == Code.MESSAGE_NOT_FOUND:
-            return Received([], code)
-        if code != Code.OK:
-            raise exception_for(code or Code.INTERNAL_ERROR, f"{what}: {response.status.message or code_name(code)}")
-        try:
-            return Received(_receipts_from_batch(response), code, response.delivery_timestamp_ms)
-        except (RecordFormatError, ValueError) as exc:
-            raise exception_for(Code.MESSAGE_CORRUPTED, f"{what}: the records do not decode: {exc}") from exc
+        return self.receive_batch_result(response, what)
 
     async def _receive_v2(
         self,

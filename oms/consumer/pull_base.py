@@ -23,6 +23,7 @@ from oms.consumer.base import ConsumerBase
 from oms.consumer.calls import PullBatchError, QueueRef, Receipt, code_name
 from oms.consumer.columns import MessageColumns, decode_columns, tag_of
 from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.framed import RECEIVE_BATCH_METHOD, FramedReceive
 from oms.consumer.frames import RecordFrames, locate_frames
 from oms.consumer.records import decode_records
 from oms.consumer.selector import MessageSelector
@@ -33,6 +34,7 @@ from oms.keyvalue import KeyValue
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
 from orbitmq.errors import Code
+from orbitmq.proto import pop_pb2
 
 EXPIRY_MARGIN_S = 2.0  # a prefetched message this close to becoming visible again is not handed out
 
@@ -197,6 +199,43 @@ class PullConsumerBase(ConsumerBase):
             if got.receipts:
                 return self._hold(ref, got.receipts)
         return []
+
+    def framed_receive(self, topic: str, max_messages: int, wait_s: float) -> FramedReceive | None:
+        """A receive of up to ``max_messages`` from ``topic`` (long-polling ``wait_s``) for the caller to send over
+        its own frame connection (``oms/consumer/framed.py``); callable from any thread, it never waits. None when
+        that is not possible yet or here: the topic's route or the broker's frame listener not known yet, or a
+        broker without ``Pop/ReceiveBatch``. A receive through the client (``batch_receive``) learns them."""
+        core = self._running_core()
+        calls = self._running_calls()
+        selector = self._selectors.get(topic)
+        route = core.routes.cached(topic)
+        if selector is None or route is None:
+            return None
+        refs = [QueueRef(q.queue, q.endpoint) for q in route.queues if q.readable]
+        if not refs:
+            return None
+        ref = refs[next(self._round_robin) % len(refs)]
+        address = core.runtime.pool.frame_address(ref.endpoint)
+        if address is None or not calls.serves_receive_batch(ref.endpoint):
+            return None
+        batch = min(max_messages, MAX_RECEIVE_BATCH)
+        request = calls.receive_batch_request(ref, selector, batch, wait_s, self.config.invisible_ms)
+        return FramedReceive(
+            address[0],
+            address[1],
+            RECEIVE_BATCH_METHOD,
+            request.SerializeToString(),
+            core.headers.build(),
+            wait_s + self.config.timeout_s,
+            ref,
+        )
+
+    def framed_answer(self, call: FramedReceive, body: bytes) -> list[BytesMessage]:
+        """The messages of a ``framed_receive``'s answer (its serialized body), held for ack like any received
+        message; an ``OMSException`` when the broker refused the receive."""
+        response = pop_pb2.ReceiveBatchResponse.FromString(body)
+        received = self._running_calls().receive_batch_result(response, call.what)
+        return self._hold(call.ref, received.receipts) if received.receipts else []
 
     def _hold(self, ref: QueueRef, receipts: list[Receipt]) -> list[BytesMessage]:
         visible_again = time.monotonic() + self.config.invisible_ms / 1000

@@ -14,7 +14,7 @@ import pytest
 
 import oms
 from oms.client.direct import DirectPool
-from oms.client.frames import FrameRpcError
+from oms.client.frame_codec import FrameRpcError
 from orbitmq.remoting.codec import RemotingCommand, encode, iter_frames
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.grpc_frames import STATUS_FIELD
@@ -38,7 +38,7 @@ def _frames_known(producer: oms.Producer, topic: str) -> bool:
     core = producer._core
     assert core is not None
     route = core.routes.cached(topic)
-    return route is not None and all(core.runtime.pool.frames_address(q.endpoint) for q in route.queues)
+    return route is not None and all(core.runtime.pool.frame_address(q.endpoint) for q in route.queues)
 
 
 @pytest.mark.timeout(120)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from queue import Empty
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
@@ -42,6 +42,7 @@ from orbitmq.errors import MQError
 from orbitmq.limits import DEFAULT_NAMESRV_PORT
 from orbitmq.topics import dlq_topic
 from orbitmq.validation import validate_body
+from transports.celery.hub import HubFetcher
 from transports.celery.options import (
     TransportOptions,
     bucket_of,
@@ -49,8 +50,10 @@ from transports.celery.options import (
     group_for_topic,
     topic_for_queue,
 )
+from transports.celery.timing import RECEIVE_LINGER_S, backoff_s
 
 log = logging.getLogger("transports.celery")
+T = TypeVar("T")
 
 # User properties our transport adds to a stored message.
 DUE_MS: Final = "kombu-due-ms"  # ETA (ms since the epoch) a timer message waits for
@@ -69,9 +72,7 @@ UNLIMITED_BUFFER: Final = 64  # what a channel without prefetch limit holds at m
 FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a purge
 SETTLE_BATCH: Final = 256
 ACK_LINGER_S: Final = 0.02  # an ack waits this long for others to share its AckBatch call (the credit is free at once)
-RECEIVE_LINGER_S: Final = 0.003  # a receive waits this long for more credit when under half the prefetch is free
 SEND_BATCH: Final = 128  # messages per send request
-RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 class BrokerUnreachable(ConnectionError):
@@ -195,10 +196,10 @@ class RocketMQChannel(virtual.Channel):
         super().__init__(connection, **kwargs)
         self._lock = threading.Lock()  # the ledger below: the worker's thread settles, the I/O loop receives
         self._held: dict[str, Held] = {}  # delivery tag (first receipt handle) -> message
-        self._credit_waiters: set[CreditWaiter] = set()  # fetchers (one per consumed queue) waiting for credit
+        self._credit_waiters: set[Waiter] = set()  # fetchers (one per consumed queue) waiting for credit
         self._buffered = 0  # received, not yet handed to kombu
         self._reserved = 0  # receives in flight may bring this many
-        self._fetchers: dict[str, Fetcher] = {}
+        self._fetchers: dict[str, Fetcher | HubFetcher] = {}
         self._no_ack: set[str] = set()
 
     # -- storage primitives ------------------------------------------------------------------------------------
@@ -274,7 +275,8 @@ class RocketMQChannel(virtual.Channel):
         if no_ack:
             self._no_ack.add(queue)
         if queue not in self._fetchers:
-            fetcher = Fetcher(self, queue)
+            hub = self.connection._hub_here()
+            fetcher = Fetcher(self, queue) if hub is None else HubFetcher(self, queue, hub)
             self._fetchers[queue] = fetcher
             fetcher.start()
         return result
@@ -327,7 +329,7 @@ class RocketMQChannel(virtual.Channel):
         limit = qos.prefetch_count or UNLIMITED_BUFFER
         return limit - unsettled - self._buffered - self._reserved
 
-    def _take_credits(self, want: int, linger_over: bool, waiter: CreditWaiter) -> int:
+    def _take_credits(self, want: int, linger_over: bool, waiter: Waiter) -> int:
         """Take up to ``want`` credits for a receive, or 0 and leave ``waiter`` to be woken when worth it.
 
         Credits come back one task at a time: with fewer than half the prefetch free, a receive waits (up to
@@ -343,16 +345,18 @@ class RocketMQChannel(virtual.Channel):
             self._credit_waiters.add(waiter)
             return 0
 
-    def _credit_freed(self) -> None:
-        """Called after kombu's ledger freed a credit (with ``self._lock`` held)."""
+    def _credit_freed(self) -> list[Waiter]:
+        """Called after kombu's ledger freed a credit (with ``self._lock`` held): the waiters to wake, once the
+        caller released the lock (a fetcher on the worker's hub polls at once, and takes the lock)."""
         if not self._credit_waiters:
-            return
+            return []
         credits = self._credits()
-        for waiter in [w for w in self._credit_waiters if credits >= w.need]:
-            self._credit_waiters.discard(waiter)
-            waiter.wake()
+        woken = [w for w in self._credit_waiters if credits >= w.need]
+        self._credit_waiters.difference_update(woken)
+        return woken
 
     def _received(self, reserved: int, held: list[Held], buffered: bool) -> None:
+        woken: list[Waiter] = []
         with self._lock:
             self._reserved -= reserved
             for h in held:
@@ -361,16 +365,29 @@ class RocketMQChannel(virtual.Channel):
             if buffered:
                 self._buffered += len(held)
             if len(held) < reserved:
-                self._credit_freed()  # credit reserved and not used: a fetcher of another queue may take it
+                woken = self._credit_freed()  # credit reserved and not used: a fetcher of another queue may take it
+        for waiter in woken:
+            waiter.wake()
 
     def _handed_over(self, count: int = 1) -> None:
         with self._lock:
             self._buffered -= count
 
+    def _give_back(self, payloads: list[dict[str, Any]]) -> None:
+        """Received and not handed to kombu (the consumer was cancelled meanwhile, or a callback raised before their
+        turn): visible again at once, unless the channel closed meanwhile and released what it held."""
+        if self.connection is None:
+            return
+        self._handed_over(len(payloads))
+        for payload in payloads:
+            self._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
+
     def _settle(self, delivery_tag: str, how: Settle) -> None:
         with self._lock:
             held = self._held.pop(delivery_tag, None)
-            self._credit_freed()
+            woken = self._credit_freed()
+        for waiter in woken:
+            waiter.wake()
         if held is None:
             log.debug("delivery tag %.24s... is not held (settled already)", delivery_tag)
             return
@@ -390,6 +407,15 @@ class RocketMQChannel(virtual.Channel):
     def _due_for_renewal(self, now: float) -> list[Held]:
         with self._lock:
             return [h for h in self._held.values() if h.renew_at <= now]
+
+
+class Waiter(Protocol):
+    """What a fetcher waiting for its channel's credit gives ``_take_credits``: how much it waits for, and how to
+    wake it (from any thread, without the channel's lock held)."""
+
+    need: int
+
+    def wake(self) -> None: ...
 
 
 class CreditWaiter:
@@ -464,17 +490,14 @@ class Fetcher:
             except Exception as exc:  # the broker may be restarting: keep polling with backoff
                 if self._stopping:
                     return  # the connection is closing: this receive was cut short on purpose
-                delay = RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]
+                delay = backoff_s(failures)
                 failures += 1
                 log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, exc, delay)
                 await asyncio.sleep(delay)
                 continue
             if payloads and self._stopping:  # received while the consumer was cancelled: visible again at once
-                if channel.connection is None:
-                    return  # the channel closed meanwhile and released what it held
-                channel._handed_over(len(payloads))
-                for payload in payloads:
-                    channel._settle(payload["properties"]["delivery_tag"], Settle.REQUEUE)
+                channel._give_back(payloads)
+                return
             elif payloads:
                 transport._ready_for(channel, self.queue, payloads)
 
@@ -771,6 +794,9 @@ class Transport(virtual.Transport):
         # can take a switch interval (5 ms), so the I/O loop writes only when the worker is not already woken
         self._wake_sent = False  # under _ready_cond
         self._wake_r, self._wake_w = os.pipe()
+        self._hub: Any = None  # Celery's kombu hub, once register_with_event_loop gave it (see hub.py)
+        self._hub_thread = 0
+        self._hub_fetchers: set[HubFetcher] = set()  # until closed: shutdown drops their connections
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         # Fetchers (one per consumed queue) and the settler are tasks on the access point's own loop thread, where
@@ -870,6 +896,8 @@ class Transport(virtual.Transport):
         if self._started:
             self._sender.stop(self.options.operation_timeout * 2)
             atexit.unregister(self._flush_at_exit)
+        for fetcher in list(self._hub_fetchers):
+            fetcher.close()  # a long poll in flight is given up (as the loop's fetchers are cancelled below)
         if self._started:
             self._keeper.stop()
             self._settler.stop()
@@ -921,16 +949,20 @@ class Transport(virtual.Transport):
                 channel, queue, payload = self._ready.popleft()
             except IndexError:
                 return delivered
-            channel._handed_over()  # before the callback: kombu's ledger counts it from there
-            tag = payload["properties"]["delivery_tag"]
-            callback = self._callbacks.get(queue)
-            if callback is None or channel.closed:
-                channel._settle(tag, Settle.REQUEUE)  # its consumer went away meanwhile
-                continue
-            callback(payload)
-            if queue in channel._no_ack:
-                channel._settle(tag, Settle.ACK)
-            delivered += 1
+            delivered += self._deliver_one(channel, queue, payload)
+
+    def _deliver_one(self, channel: RocketMQChannel, queue: str, payload: dict[str, Any]) -> int:
+        """Hand a buffered message to kombu's callback of ``queue`` (on the worker's thread); 1 if it was."""
+        channel._handed_over()  # before the callback: kombu's ledger counts it from there
+        tag = payload["properties"]["delivery_tag"]
+        callback = self._callbacks.get(queue)
+        if callback is None or channel.closed:
+            channel._settle(tag, Settle.REQUEUE)  # its consumer went away meanwhile
+            return 0
+        callback(payload)
+        if queue in channel._no_ack:
+            channel._settle(tag, Settle.ACK)
+        return 1
 
     def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -956,7 +988,17 @@ class Transport(virtual.Transport):
             self._wake_sent = False
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        """Celery's hub: queues consumed from its thread from now on are read there (``hub.py``); the pipe still
+        wakes it for fetchers on the client's loop (consumed before, or from another thread)."""
         loop.add_reader(self._wake_r, self.on_readable, self._wake_r)
+        self._hub, self._hub_thread = loop, threading.get_ident()
+
+    def _hub_here(self) -> Any:
+        """The hub to read a queue consumed now on, if this thread runs one (else its fetcher uses the client's
+        loop, and ``drain_events`` or the pipe takes what it brings)."""
+        if self._hub is not None and self._hub_thread == threading.get_ident() and not self._forked():
+            return self._hub
+        return None
 
     def on_readable(self, fileno: int) -> None:  # type: ignore[override]  # the hub passes the fd, as for Redis
         self._drain_pipe()
@@ -977,7 +1019,7 @@ class Transport(virtual.Transport):
         assert self._io is not None
         return self._io
 
-    def _start_task(self, coro: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+    def _start_task(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run a fetcher or the settler on the I/O loop; shutdown cancels what is still running."""
         io = self._io
         assert io is not None, "not connected"
@@ -987,7 +1029,7 @@ class Transport(virtual.Transport):
         future.add_done_callback(self._task_done)
         return future
 
-    def _task_done(self, future: concurrent.futures.Future[None]) -> None:
+    def _task_done(self, future: concurrent.futures.Future[Any]) -> None:
         with self._tasks_lock:
             self._tasks.discard(future)
         if not future.cancelled() and (exc := future.exception()) is not None:

@@ -1,0 +1,169 @@
+"""Queues consumed on a kombu hub (as Celery's worker does) are read on the hub's thread over a frame connection of
+their own (transports/celery/hub.py): the guarantees of the client-loop fetchers hold there too."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kombu import Connection, Consumer, Exchange, Producer, Queue
+from kombu.asynchronous import Hub
+
+from tests.celery.conftest import INVISIBLE_S
+from tests.conftest import BrokerHandle
+from transports.celery.hub import HubFetcher
+from transports.celery.transport import Transport
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = {"invisible_time": INVISIBLE_S, "polling_timeout": 1.0}
+
+
+@pytest.fixture
+def hub_conn(broker_url: str) -> Iterator[tuple[Connection, Hub]]:
+    hub = Hub()
+    with Connection(broker_url, transport_options=OPTIONS) as conn:
+        conn.connect()
+        conn.transport.register_with_event_loop(conn.connection, hub)
+        try:
+            yield conn, hub
+        finally:
+            hub.close()
+
+
+def _run(hub: Hub, until: Callable[[], bool], timeout: float) -> bool:
+    """Turn the hub until ``until()`` or ``timeout`` s passed."""
+    loop = hub.create_loop()
+    deadline = time.monotonic() + timeout
+    while not until() and time.monotonic() < deadline:
+        next(loop)
+    return until()
+
+
+def _publish(conn: Connection, queue: Queue, bodies: list[Any], **kw: Any) -> None:
+    with Producer(conn) as producer:
+        for body in bodies:
+            producer.publish(body, exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue], **kw)
+    conn.transport._sender.flush(10)
+
+
+def _count_loop_receives(transport: Transport, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    real = transport._receive_async
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(transport, "_receive_async", counted)
+    return calls
+
+
+@pytest.mark.timeout(60)
+def test_consumed_on_the_hub_prefetch_is_exact_and_receives_skip_the_client_loop(
+    hub_conn: tuple[Connection, Hub], qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn, hub = hub_conn
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    _publish(conn, queue, list(range(12)))
+    loop_receives = _count_loop_receives(conn.transport, monkeypatch)
+    got: list[Any] = []
+    channel = conn.channel()
+    with Consumer(channel, [queue], callbacks=[lambda b, m: got.append(m)], prefetch_count=3):
+        assert isinstance(channel._fetchers[qname], HubFetcher)
+        assert _run(hub, lambda: len(got) >= 3, 10)
+        _run(hub, lambda: False, 1.0)  # a fetcher ignoring prefetch would have brought more by now
+        assert len(got) == 3 and len(channel._held) == 3
+        seen = 3
+        while seen < 12:
+            for m in got[seen - 3 : seen]:
+                m.ack()
+            assert _run(hub, lambda n=seen: len(got) >= n + 3, 10), len(got)
+            seen += 3
+            assert len(channel._held) <= 3
+        for m in got[-3:]:
+            m.ack()
+    assert sorted(m.payload for m in got) == list(range(12))
+    assert loop_receives[0] == 1  # the first receive learns the route and frame listener; the rest go on the hub
+    channel.close()
+
+
+@pytest.mark.timeout(60)
+def test_priority_buckets_on_the_hub_serve_higher_numbers_first(hub_conn: tuple[Connection, Hub], qname: str) -> None:
+    conn, hub = hub_conn
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname, max_priority=9)
+    got: list[Any] = []
+    channel = conn.channel()
+    with Consumer(channel, [queue], callbacks=[lambda b, m: got.append(m)], prefetch_count=1):
+        _run(hub, lambda: False, 1.5)  # the first receive (through the client) is over: the next ones are framed
+        for p in (0, 9, 3, 6, 1, 7):
+            _publish(conn, queue, [{"p": p}], priority=p)
+        _run(hub, lambda: False, 1.5)  # the idle long poll of the lowest bucket ends with the 0
+        order = []
+        while len(order) < 6:
+            assert _run(hub, lambda: len(got) > len(order), 10), order
+            order.append(got[len(order)].payload["p"])
+            got[len(order) - 1].ack()
+    assert sorted(order) == [0, 1, 3, 6, 7, 9]
+    buckets = [p // 3 for p in order[1:]]  # the first: what the idle long poll of the lowest bucket took
+    assert buckets == sorted(buckets, reverse=True), order
+    channel.close()
+
+
+@pytest.mark.timeout(60)
+def test_cancelled_consumer_gives_back_what_its_receive_in_flight_brings(
+    hub_conn: tuple[Connection, Hub], broker_url: str, qname: str
+) -> None:
+    conn, hub = hub_conn
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    channel = conn.channel()
+    consumer = Consumer(channel, [queue], callbacks=[lambda b, m: pytest.fail("delivered after cancel")])
+    consumer.consume()
+    _run(hub, lambda: False, 1.5)  # now in a framed long poll
+    fetcher = channel._fetchers[qname]
+    assert isinstance(fetcher, HubFetcher)
+    consumer.cancel()
+    _publish(conn, queue, ["late"])
+    assert _run(hub, lambda: fetcher._round is None, 5)  # the long poll answered with the message: given back
+    with Connection(broker_url, transport_options=OPTIONS) as other:
+        deadline = time.monotonic() + 5
+        back = None
+        while back is None and time.monotonic() < deadline:
+            back = queue(other.default_channel).get()
+        assert back is not None and back.payload == "late"  # at once, not after the invisible time
+        back.ack()
+    channel.close()
+
+
+@pytest.mark.timeout(120)
+def test_hub_consumer_goes_on_after_a_broker_restart(
+    hub_conn: tuple[Connection, Hub], celery_broker: BrokerHandle, qname: str
+) -> None:
+    conn, hub = hub_conn
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    got: list[Any] = []
+
+    def on_message(body: Any, message: Any) -> None:
+        got.append(body)
+        message.ack()
+
+    channel = conn.channel()
+    with Consumer(channel, [queue], callbacks=[on_message], prefetch_count=4):
+        _publish(conn, queue, ["before"])
+        assert _run(hub, lambda: "before" in got, 10)
+        celery_broker.restart()
+        deadline = time.monotonic() + 60
+        while "after" not in got and time.monotonic() < deadline:
+            try:  # the publisher's own reconnect may fail a send or two (Celery retries its publishes)
+                _publish(conn, queue, ["after"])
+            except ConnectionError:
+                continue
+            _run(hub, lambda: "after" in got, 5)
+        assert "after" in got, got
+        fetcher = channel._fetchers[qname]
+        assert isinstance(fetcher, HubFetcher)
+        # back on a connection of its own once the client knows the frame listener again (asked 5 s after a loss)
+        assert _run(hub, lambda: fetcher._round is not None and fetcher._round.opaque > 0, 20)
+    channel.close()

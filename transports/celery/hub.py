@@ -1,0 +1,320 @@
+"""Receives read on the worker's own event loop (Celery's kombu hub), as py-amqp and Redis read theirs.
+
+A ``HubFetcher`` long-polls one queue over a non-blocking frame connection of its own (``HubConnection``) registered
+on the hub: the hub's readable callback decodes the answer and hands the messages to kombu's callbacks in the same
+call. No receive runs on the oms client's loop thread, and nothing crosses threads on the way to the task: the
+loop-thread fetcher cost the worker's main process a thread hand-off per receive (pipe, GIL) and that thread's
+asyncio work (docs/celery.md, "Fourth pass"). Acks, requeues and renewals stay with the settler on the client's loop.
+
+A receive the client must make itself goes through that loop (``Transport._receive_async``) and comes back with
+``hub.call_soon``: the first one (the topic's route, the broker's frame listener), one after a failure (the broker
+may have moved: the client asks again), and every one for a broker without frames.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+
+from oms.client.frame_codec import FrameRpcError, answer_body
+from oms.consumer import PullConsumer
+from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.framed import FramedReceive
+from oms.errors import OMSException
+from orbitmq.remoting.codec import RemotingCommand
+from transports.celery.hub_connection import HubConnection
+from transports.celery.timing import RECEIVE_LINGER_S, backoff_s
+
+if TYPE_CHECKING:
+    from transports.celery.transport import QueueMeta, RocketMQChannel
+
+log = logging.getLogger("transports.celery")
+
+DEADLINE_GRACE_S = 1.0  # beyond the call's own timeout (which the broker honours) before the connection is dropped
+DEADLINE_CHECK_S = 1.0  # one repeating timer per fetcher checks it (a timer per receive would pile up in the hub's
+# heap: kombu keeps a cancelled timer there until it is due)
+
+
+@dataclass
+class _Round:
+    """One receive for the channel's ``reserved`` credits: the queue's topics highest priority first, until one
+    brings messages (the lowest, last, long-polls)."""
+
+    meta: QueueMeta
+    reserved: int
+    topics: list[str]
+    index: int = 0
+    call: FramedReceive | None = None
+    consumer: PullConsumer | None = None
+    opaque: int = 0
+    deadline: float = 0.0  # time.monotonic() past which the answer is given up (checked every DEADLINE_CHECK_S)
+
+
+class HubWaiter:
+    """The credit waiter of a hub fetcher: woken from any thread (an ack, a prefetch change), it polls on the hub.
+
+    On the hub's own thread it polls at once: kombu's hub runs a ``call_soon`` made there only after its next poll
+    of the sockets, which waits for the next timer or socket event (up to 10 s on an otherwise idle worker)."""
+
+    def __init__(self, fetcher: HubFetcher) -> None:
+        self.need = 1
+        self._fetcher = fetcher
+
+    def wake(self) -> None:
+        fetcher = self._fetcher
+        if threading.get_ident() == fetcher.transport._hub_thread:
+            fetcher.poll()
+        else:
+            fetcher.hub.call_soon(fetcher.poll)
+
+
+class HubFetcher:
+    """Long-polls one queue for its channel while the channel has credit, on the worker's hub (its MainThread)."""
+
+    def __init__(self, channel: RocketMQChannel, queue: str, hub: Any) -> None:
+        self.channel = channel
+        self.transport = channel.connection
+        self.queue = queue
+        self.hub = hub
+        self._waiter = HubWaiter(self)
+        self._conn: HubConnection | None = None
+        self._round: _Round | None = None
+        self._loop_receive: concurrent.futures.Future[tuple[list[dict[str, Any]], Exception | None]] | None = None
+        self._through_loop = True  # the first receive goes through the client: it learns the route and frames
+        self._linger_until: float | None = None
+        self._timer: Any = None  # a linger or a backoff: poll() when it fires
+        self._failures = 0
+        self._stopping = False
+        self._checker: Any = None  # the repeating timer of _check_deadline
+
+    def start(self) -> None:
+        transport = self.transport
+        transport._hub_fetchers.add(self)
+        self._checker = self.hub.call_repeatedly(DEADLINE_CHECK_S, self._check_deadline)
+        meta = transport._queue_meta(self.queue)
+        assert meta is not None
+        for topic in meta.topics(transport.options.priority_steps):
+            transport._consumer(topic)
+        self.poll()
+
+    def stop(self) -> None:
+        """Ends after the receive in flight, if any (what it brings becomes visible again at once)."""
+        self._stopping = True
+        self._cancel_timer()
+        if self._round is None and self._loop_receive is None:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the connection now (transport shutdown): a long poll in flight is given up."""
+        self._stopping = True
+        self.transport._hub_fetchers.discard(self)
+        self._cancel_timer()
+        conn, self._conn = self._conn, None
+        r = self._round
+        if conn is not None:
+            if r is not None and r.opaque:
+                conn.cancel(r.opaque)
+            else:
+                conn.close()
+        checker, self._checker = self._checker, None
+        if checker is not None:
+            checker.cancel()
+
+    def _cancel_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    # -- credit -------------------------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Start a receive if none is in flight and the channel has the credit (see ``_take_credits``)."""
+        if self._stopping or self._round is not None or self._loop_receive is not None or self.channel.closed:
+            return
+        now = time.monotonic()
+        over = self._linger_until is not None and now >= self._linger_until
+        n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)
+        if n:
+            self._linger_until = None
+            self._cancel_timer()
+            self._start(n)
+            return
+        if self._waiter.need > 1 and self._linger_until is None:
+            self._linger_until = now + RECEIVE_LINGER_S  # some credit is free: wait a little for more
+            self._cancel_timer()
+            self._timer = self.hub.call_later(RECEIVE_LINGER_S, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self.poll()
+
+    # -- receiving ----------------------------------------------------------------------------------------------
+
+    def _start(self, reserved: int) -> None:
+        transport = self.transport
+        meta = transport._meta.get(self.queue) or transport._queue_meta(self.queue)  # deleted meanwhile: blocks
+        assert meta is not None
+        if self._through_loop:
+            self._receive_through_loop(reserved)
+            return
+        self._round = _Round(meta, reserved, meta.topics(transport.options.priority_steps))
+        self._send_next()
+
+    def _send_next(self) -> None:
+        r = self._round
+        assert r is not None
+        transport = self.transport
+        last = r.index == len(r.topics) - 1
+        topic = r.topics[r.index]
+        consumer = transport._consumers.get(topic) or transport._consumer(topic)
+        wait_s = transport.options.polling_timeout if last else 0.0
+        try:
+            call = consumer.framed_receive(topic, r.reserved, wait_s)
+        except OMSException as exc:  # the consumer was shut down under us (queue deleted): through the loop it is
+            log.debug("framed receive of %s not possible: %r", topic, exc)
+            call = None
+        if call is None:  # the client does not know where (yet): this receive goes through it
+            self._round = None
+            self._receive_through_loop(r.reserved)
+            return
+        conn = self._conn
+        if conn is None or conn.closed or conn.address != (call.host, call.port):
+            if conn is not None:
+                conn.close()
+            try:
+                conn = self._conn = HubConnection(
+                    self.hub,
+                    (call.host, call.port),
+                    self._answered,
+                    self._failed,
+                    transport.options.operation_timeout,
+                )
+            except OSError as exc:
+                self._conn = None
+                self._fail_round(f"cannot connect to {call.host}:{call.port}: {exc!r}")
+                return
+        r.call, r.consumer = call, consumer
+        r.opaque, frame = conn.codec.request(call.method, call.body, call.metadata, call.timeout_s)
+        r.deadline = time.monotonic() + call.timeout_s + DEADLINE_GRACE_S
+        conn.send(frame)
+
+    def _answered(self, conn: HubConnection, answer: RemotingCommand) -> None:
+        r = self._round
+        if r is None or conn is not self._conn or answer.opaque != r.opaque:
+            return  # the answer to a call given up (a cancel crossed it)
+        r.opaque = 0
+        assert r.call is not None and r.consumer is not None
+        try:
+            messages = r.consumer.framed_answer(r.call, answer_body(answer, r.call.method))
+        except (FrameRpcError, OMSException, DecodeError) as exc:
+            self._fail_round(f"{r.call.what}: {exc}")  # refused: retried with backoff, as the loop's fetcher does
+            return
+        transport = self.transport
+        held, payloads, reparks = transport._accept(r.consumer, r.meta, messages)
+        for h, copy in reparks:
+            transport._start_task(transport._repark_async(h, copy))
+        if not payloads and r.index < len(r.topics) - 1:
+            r.index += 1  # a higher bucket was empty: the next one, for the same credit
+            self._send_next()
+            return
+        self._round = None
+        self._failures = 0
+        self.channel._received(r.reserved, held, buffered=True)
+        self._deliver(payloads)
+
+    def _deliver(self, payloads: list[dict[str, Any]]) -> None:
+        """Hand what a receive brought to kombu's callbacks, then receive again (or end, once stopped)."""
+        channel = self.channel
+        if self._stopping:  # received while the consumer was cancelled: visible again at once
+            channel._give_back(payloads)
+            self.close()
+            return
+        done = 0
+        try:
+            for payload in payloads:
+                self.transport._deliver_one(channel, self.queue, payload)
+                done += 1
+        finally:
+            if done < len(payloads):  # a callback raised (into the hub): the rest must not hold credit forever
+                channel._give_back(payloads[done + 1 :])
+        if self._stopping:  # a callback cancelled the consumer
+            self.close()
+        else:
+            self.poll()
+
+    def _check_deadline(self) -> None:
+        r = self._round
+        if r is None or not r.opaque or time.monotonic() < r.deadline:
+            return
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.cancel(r.opaque)
+        what = r.call.what if r.call is not None else self.queue
+        self._fail_round(f"{what}: no answer in time")
+
+    def _failed(self, conn: HubConnection, reason: str) -> None:
+        if conn is self._conn:
+            self._conn = None
+            if self._round is not None:
+                self._fail_round(reason)
+
+    def _fail_round(self, reason: str) -> None:
+        """A receive failed (the broker may be restarting): its credit back, a retry with backoff, through the
+        client's loop (which learns the broker's address again)."""
+        r, self._round = self._round, None
+        if r is not None:
+            self.channel._received(r.reserved, [], buffered=True)
+        if self._stopping:
+            self.close()
+            return
+        delay = backoff_s(self._failures)
+        self._failures += 1
+        self._through_loop = True
+        log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, reason, delay)
+        self._cancel_timer()
+        self._timer = self.hub.call_later(delay, self._fire)
+
+    # -- a receive through the client's loop --------------------------------------------------------------------
+
+    def _receive_through_loop(self, reserved: int) -> None:
+        transport = self.transport
+        future = transport._start_task(self._loop_receive_outcome(reserved))
+        self._loop_receive = future
+        future.add_done_callback(lambda f: self.hub.call_soon(self._loop_received, f))
+
+    async def _loop_receive_outcome(self, reserved: int) -> tuple[list[dict[str, Any]], Exception | None]:
+        """On the client's loop: the payloads, or why not (a failure is this fetcher's to retry, not an error of
+        the loop's task)."""
+        transport = self.transport
+        try:
+            got = await transport._receive_async(self.channel, self.queue, reserved, transport.options.polling_timeout)
+        except Exception as exc:  # the credit went back in _receive_async; the hub retries with backoff
+            return [], exc
+        return got, None
+
+    def _loop_received(self, future: concurrent.futures.Future[tuple[list[dict[str, Any]], Exception | None]]) -> None:
+        if future is not self._loop_receive:
+            return
+        self._loop_receive = None
+        if future.cancelled():
+            return  # the transport is shutting down
+        payloads, exc = future.result()
+        if exc is not None:
+            if self._stopping:
+                self.close()
+                return
+            delay = backoff_s(self._failures)
+            self._failures += 1
+            log.warning("receive from %s failed (%s); retrying in %.2fs", self.queue, exc, delay)
+            self._cancel_timer()
+            self._timer = self.hub.call_later(delay, self._fire)
+            return
+        self._failures = 0
+        self._through_loop = False
+        self._deliver(payloads)

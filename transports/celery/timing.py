@@ -1,0 +1,14 @@
+"""How long the transport's receives wait: the linger for more credit and the backoff after a failure (shared by
+the fetchers on the oms client's loop and those on the worker's hub)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+RECEIVE_LINGER_S: Final = 0.003  # a receive waits this long for more credit when under half the prefetch is free
+RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def backoff_s(failures: int) -> float:
+    """The wait before the next receive after ``failures`` failed ones in a row."""
+    return RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]

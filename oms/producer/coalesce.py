@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ class SendCoalescer:
         batch: list[Coalesced] = []
         expired: list[Coalesced] = []
         size = 0
-        now = asyncio.get_running_loop().time()
+        now = time.monotonic()
         while queue and len(batch) < MAX_SEND_BATCH_MESSAGES:
             item = queue[0]
             if batch and size + item.wire.body_size > MAX_BATCH_SIZE:

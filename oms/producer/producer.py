@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from oms.client.core import ClientCore
-from oms.client.routes import RouteQueue
+from oms.client.routes import RouteQueue, TopicRoute
 from oms.convert import WireMessage
 from oms.errors import (
     OMSException,
@@ -56,8 +56,7 @@ class Producer(ProducerBase):
                 raise OMSMessageFormatException(Code.BAD_REQUEST, "a selector batch must have one topic")
             for w in wires:
                 check_pinnable(w)
-            core = self._running_core()
-            route = core.routes.cached(wires[0].topic) or self._run(core.routes.get(wires[0].topic), timeout_s)
+            route = self._route(wires[0].topic, timeout_s)
             chosen = [pin(w, selector, arg, route) for w in wires]
             if len({c.queue for c in chosen}) != 1:
                 raise OMSRuntimeException(
@@ -72,9 +71,12 @@ class Producer(ProducerBase):
     def _pin(self, wire: WireMessage, selector: QueueSelector, arg: Any, timeout_s: float) -> RouteQueue:
         """Let ``selector`` choose among the writable queues, and make the broker store the message there."""
         check_pinnable(wire)
+        return pin(wire, selector, arg, self._route(wire.topic, timeout_s))
+
+    def _route(self, topic: str, timeout_s: float) -> TopicRoute:
+        """The topic's route: the cached one read here (no trip through the loop), else fetched on the loop."""
         core = self._running_core()
-        route = core.routes.cached(wire.topic) or self._run(core.routes.get(wire.topic), timeout_s)
-        return pin(wire, selector, arg, route)
+        return core.routes.cached(topic) or self._run(core.routes.get(topic), timeout_s)
 
     # -- public sends -------------------------------------------------------------------------------------------
 

@@ -316,11 +316,7 @@ class Sender:
         queues = (pinned,) if pinned is not None else candidates(route, wires)
         request: service_pb2.SendMessageRequest | None = None  # built on first use: copying the messages costs
         partition = partition_pinned(pinned)
-        if partition:
-            assert pinned is not None
-            batch_request = send_batch_request(wires, pinned.queue.queue_id)
-        else:
-            batch_request = send_batch_request(wires) if fast_batch and pinned is None else None
+        batch_request = _batch_request(wires, pinned, partition, fast_batch)
         last_error: OMSException | None = None
         for attempt in range(1, attempts + 1):
             remaining = deadline - time.monotonic()
@@ -329,15 +325,10 @@ class Sender:
             queue = pinned or self.select(topic, queues, last_broker)
             started = time.monotonic()
             try:
-                results: list[SendResult] | None = None
+                batched = None
                 if batch_request is not None and core.rpc.serves_send_batch(queue.endpoint):
                     batched = await core.rpc.send_batch(queue.endpoint, batch_request, remaining)
-                    # Too large: a BatchCQ topic stores a batch as one record (bodies and properties within the
-                    # broker's maxMessageSize) where v2 stores a record per message; v2's answer is the one to give.
-                    if batched is not None and batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
-                        results = send_batch_results(batched, wires, queue, partition)
-                if results is None and partition:  # v2 would place the message in a queue of its own choosing
-                    raise _partition_not_served(queue, topic)
+                results = _batch_results(batched, wires, queue, partition)
                 if results is None:
                     if request is None:
                         request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
@@ -371,37 +362,27 @@ class Sender:
     ) -> tuple[Sequence[SendResult], RouteQueue] | None:
         """``send``'s first attempt made on the calling thread over the broker's frame listener
         (``Rpc.call_direct``): for a thread that would block on the loop's answer anyway. None when it cannot be
-        made there (the topic's route or the broker's frame listener not known yet, a partition-ordered send, a
-        batch SendBatch does not take): ``send`` on the loop. A failure ``send`` would retry raises
-        ``DirectAttemptFailed`` (retry with ``send``, one attempt fewer, ``last_broker`` its broker); any other is
-        raised as it is."""
+        made there (the topic's route or the broker's frame listener not known yet, a broker that does not serve
+        SendBatch): ``send`` on the loop. A failure ``send`` would retry raises ``DirectAttemptFailed`` (retry with
+        ``send``, one attempt fewer, ``last_broker`` its broker); any other is raised as it is."""
         topic = topic_of(wires)
         route = core.routes.cached(topic)
         if route is None:
             return None
-        partition = partition_pinned(pinned)
-        batch_request: produce_pb2.SendBatchRequest | None = None
-        if partition:  # partition order: SendBatch names the chosen queue, v2 SendMessage cannot
-            assert pinned is not None
-            batch_request = send_batch_request(wires, pinned.queue.queue_id)
-        elif fast_batch and pinned is None:
-            batch_request = send_batch_request(wires)
-        if batch_request is None and (partition or fast_batch):
-            return None
         queues = (pinned,) if pinned is not None else candidates(route, wires)
         queue = pinned or self.select(topic, queues, None)
+        if core.rpc.pool.frame_address(queue.endpoint) is None:  # before any request is built: the loop builds it
+            return None
+        partition = partition_pinned(pinned)
+        batch_request = _batch_request(wires, pinned, partition, fast_batch)
         started = time.monotonic()
         try:
-            results: Sequence[SendResult] | None = None
+            batched = None
             if batch_request is not None:
                 batched = core.rpc.send_batch_direct(queue.endpoint, batch_request, deadline - started)
-                if batched is None:  # not served there, or no frame listener: the loop's path decides
+                if batched is None:  # not served there: the loop's path learns it and sends v2
                     return None
-                # too large as one record (BatchCQ): v2's answer is the one to give, as on the loop
-                if batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
-                    results = send_batch_results(batched, wires, queue, partition)
-                elif partition:
-                    raise _partition_not_served(queue, topic)
+            results = _batch_results(batched, wires, queue, partition)
             if results is None:
                 request = service_pb2.SendMessageRequest(messages=[w.pb for w in wires])
                 response = core.rpc.call_direct(
@@ -420,6 +401,30 @@ class Sender:
         self.fault.update(queue.broker_name, (time.monotonic() - started) * 1000, isolation=False)
         core.metrics.on_send(topic, len(wires), time.monotonic() - started, True)
         return results, queue
+
+
+def _batch_request(
+    wires: Sequence[WireMessage], pinned: RouteQueue | None, partition: bool, fast_batch: bool
+) -> produce_pb2.SendBatchRequest | None:
+    """The SendBatch request an attempt tries first: always for a partition-ordered send (it names the chosen
+    queue, v2 SendMessage cannot), for ``fast_batch`` sends without a chosen queue; None: v2 SendMessage."""
+    if partition:
+        assert pinned is not None
+        return send_batch_request(wires, pinned.queue.queue_id)
+    return send_batch_request(wires) if fast_batch and pinned is None else None
+
+
+def _batch_results(
+    batched: produce_pb2.SendBatchResponse | None, wires: Sequence[WireMessage], queue: RouteQueue, partition: bool
+) -> list[SendResult] | None:
+    """The results of a SendBatch answer; None when v2 SendMessage is to be sent instead (no SendBatch was sent, or
+    it was too large as one record: a BatchCQ topic stores a batch as one record within the broker's maxMessageSize,
+    where v2 stores a record per message, so v2's answer is the one to give)."""
+    if batched is not None and batched.status.code != Code.MESSAGE_BODY_TOO_LARGE:
+        return send_batch_results(batched, wires, queue, partition)
+    if partition:  # v2 would place the message in a queue of its own choosing
+        raise _partition_not_served(queue, topic_of(wires))
+    return None
 
 
 def _partition_not_served(queue: RouteQueue, topic: str) -> OMSNotSupportedException:

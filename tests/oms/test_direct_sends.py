@@ -4,6 +4,7 @@ that misbehave (no answer, a stray answer, a closed connection, an error status)
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 import oms
 from oms.client.direct import DirectPool
 from oms.client.frame_codec import FrameRpcError
+from orbitmq.errors import Code
 from orbitmq.remoting.codec import RemotingCommand, encode, iter_frames
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.grpc_frames import STATUS_FIELD
@@ -125,6 +127,45 @@ def test_a_restarted_broker_is_reached_again_after_its_pooled_connection_died(br
         wait_until(lambda: _frames_known(producer, topic), timeout=20, what="the frame listener again")
         for _ in range(5):
             assert producer.send(oms.BytesMessage(b"again", topic)).ok
+
+
+@pytest.mark.timeout(120)
+def test_a_send_the_broker_refuses_raises_its_error_from_the_callers_thread(broker_factory):
+    broker = broker_factory.broker(options={"maxMessageSize": "1024"})
+    topic = "OmsDirectRefusedT"
+    create_topic(broker.addr, topic)
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer(compress_msg_body_over_howmuch=0) as producer,
+    ):
+        producer.send(oms.BytesMessage(b"warm-up", topic))
+        wait_until(lambda: _frames_known(producer, topic), timeout=10, what="the broker's frame listener")
+        with pytest.raises(oms.OMSException) as err:
+            producer.send(oms.BytesMessage(b"y" * 2000, topic))
+        assert err.value.code == Code.MESSAGE_BODY_TOO_LARGE and "1024" in str(err.value)
+        assert _idle(_direct_pool(producer)) == 1  # answered on the direct connection, which stays in use
+        assert producer.send(oms.BytesMessage(b"small", topic)).ok
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_direct_attempt_is_retried_on_the_loop(broker, caplog):
+    topic = "OmsDirectRetryT"
+    create_topic(broker.addr, topic)
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer(operation_timeout=5000, retry_times_when_send_failed=2) as producer,
+    ):
+        producer.send(oms.BytesMessage(b"warm-up", topic))
+        wait_until(lambda: _frames_known(producer, topic), timeout=10, what="the broker's frame listener")
+        # the frame address stays known, but the direct connections refuse (as a broker gone between the
+        # route and the call would): the attempt fails on the caller's thread and the loop sends it
+        _direct_pool(producer).close()
+        with caplog.at_level(logging.INFO, logger="oms.producer"):
+            result = producer.send(oms.BytesMessage(b"retried", topic))
+        assert result.ok
+        direct_failures = [r for r in caplog.records if r.filename == "producer.py" and "(attempt 1/3)" in r.message]
+        assert len(direct_failures) == 1, caplog.text
+        assert "connections are closed" in direct_failures[0].message
 
 
 # -- the pool against real sockets that misbehave ----------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 import oms
 from tests.oms.helpers import create_topic
 from tests.oms.test_frames import frame_channels
+from tests.oms.test_producer_fastbatch import SendBatchCalls
 from tests.waiting import wait_until
 
 
@@ -27,10 +28,12 @@ def test_many_async_sends_leave_in_few_requests_with_a_result_each(broker):
         wait_until(lambda: frame_channels(ap), timeout=10, what="the broker's frame listener")
         [channel] = frame_channels(ap)
         before = channel.calls
+        batches = SendBatchCalls(producer)
         futures = [producer.send_async(oms.BytesMessage(f"a{i}".encode(), topic, keys=f"k{i}")) for i in range(n)]
         results = [f.result(timeout=30) for f in futures]
         calls = channel.calls - before
         assert calls < n / 10, f"{calls} requests for {n} sends: not batched"
+        assert batches.answers, "no SendBatch went out"
         assert all(r.ok and r.topic == topic for r in results)
         assert len({r.message_id for r in results}) == n
 
@@ -54,9 +57,12 @@ def test_a_lone_async_send_still_goes_alone(broker):
         oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
         ap.create_producer() as producer,
     ):
+        producer.send(oms.BytesMessage(b"warm-up", topic))
+        batches = SendBatchCalls(producer)
         for i in range(5):  # one at a time: nothing queues, each is its own v2 SendMessage
             result = producer.send_async(oms.BytesMessage(f"l{i}".encode(), topic, tags="t")).result(timeout=10)
             assert result.ok and result.queue.queue_id == -1
+        assert batches.answers == [], "a lone send waited to leave in a batch"
 
 
 @pytest.mark.timeout(120)

@@ -102,6 +102,26 @@ def bench_oms_send_async(ap: oms.MessagingAccessPoint, topic: str, n: int, in_fl
     return {"messages": n, "in_flight": in_flight, "msgs_per_s": round(n / elapsed)}
 
 
+def bench_oms_send_aio(ap: oms.MessagingAccessPoint, topic: str, n: int, in_flight: int) -> dict[str, Any]:
+    """``await producer.aio().send(...)`` from ``in_flight`` tasks of one asyncio loop, ``n`` sends in all."""
+    with ap.create_producer(operation_timeout=30_000) as producer:
+        producer.send(oms.BytesMessage(BODY, topic))
+        aio = producer.aio()
+
+        async def sender(count: int) -> None:
+            for _ in range(count):
+                await aio.send(oms.BytesMessage(BODY, topic))
+
+        async def all_senders() -> float:
+            t0 = time.perf_counter()
+            await asyncio.gather(*(sender(n // in_flight) for _ in range(in_flight)))
+            return time.perf_counter() - t0
+
+        elapsed = asyncio.run(all_senders())
+    sent = n // in_flight * in_flight
+    return {"messages": sent, "in_flight": in_flight, "msgs_per_s": round(sent / elapsed)}
+
+
 def bench_oms_pull(ap: oms.MessagingAccessPoint, topic: str, batch: int) -> dict[str, Any]:
     """Drain every queue with the pull consumer's queue-level ``pull()`` (one thread per queue)."""
     with ap.create_pull_consumer(consumer_id="bench-oms-pull", operation_timeout=30_000) as pc:
@@ -240,6 +260,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     oms_pull_aio.append(bench_oms_pull_aio(ap, oms_topic, BATCH))
                 sync = bench_oms_sync_send(ap, "BenchOmsSyncT", n_sync)
                 send_async = bench_oms_send_async(ap, "BenchOmsAsyncT", n_sync * 5, 1000)
+                send_aio = bench_oms_send_aio(ap, "BenchOmsAioT", n_sync * 5, 1000)
                 push_topic = "BenchOmsPushT"
                 with ap.create_producer(operation_timeout=30_000) as producer:
                     for k in range(0, n_push, BATCH):
@@ -282,6 +303,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "pull_aio_ratio_oms_over_raw": round(rate["oms_pull_aio"] / rate["raw_pull"], 3),
         "oms_sync_send_msgs_per_s": sync["msgs_per_s"],
         "oms_send_async_msgs_per_s": send_async["msgs_per_s"],
+        "oms_send_aio_msgs_per_s": send_aio["msgs_per_s"],
         "oms_push_clustering_msgs_per_s": push["msgs_per_s"],
         "oms_push_clustering_batch32_msgs_per_s": push32["msgs_per_s"],
         # issue 22: oms batched produce >= 0.9x raw SendBatch, oms pull >= 0.7x raw PullBatch, same run
@@ -302,6 +324,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         },
         "sync_send": sync,
         "send_async": send_async,
+        "send_aio": send_aio,
         "push": push,
         "push32": push32,
     }

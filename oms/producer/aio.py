@@ -18,13 +18,16 @@ from typing import Any, TypeVar
 from oms.client.core import ClientCore
 from oms.client.routes import RouteQueue
 from oms.convert import WireMessage
-from oms.errors import OMSException
+from oms.errors import OMSException, OMSTimeOutException
+from oms.lifecycle import RUN_GUARD_S
 from oms.message import BytesMessage
-from oms.producer.base import ProducerBase
+from oms.producer.base import LoopWaiter, ProducerBase
+from oms.producer.coalesce import Coalesced, SendCoalescer
 from oms.producer.plain_run import in_input_order
 from oms.producer.result import SendResult
 from oms.producer.selector import QueueSelector
 from oms.producer.sender import check_pinnable, pin, split_batches
+from orbitmq.errors import Code
 from orbitmq.limits import MAX_BATCH_SIZE, MAX_SEND_BATCH_MESSAGES
 
 log = logging.getLogger("oms.producer.aio")
@@ -94,6 +97,8 @@ class AsyncProducer:
         core = p._running_core()
         timeout_s = p._timeout(attributes, timeout)
         wire = p._prepare(message)
+        if selector is None and SendCoalescer.takes(wire, None):
+            return await self._send_coalesced(core, message, wire, timeout_s)
         try:
             pinned = None
             if selector is not None:
@@ -106,6 +111,22 @@ class AsyncProducer:
             raise
         p._hooks.after_send(message, result, None)
         return result
+
+    async def _send_coalesced(
+        self, core: ClientCore, message: BytesMessage, wire: WireMessage, timeout_s: float
+    ) -> SendResult:
+        """A plain message batched with the other sends waiting for its topic (``oms/producer/coalesce.py``, as
+        ``send_async``): alone when nothing waits. Its hooks and its future complete on this loop."""
+        p = self.producer
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SendResult] = loop.create_future()
+        p._coalesced_started()
+        p._coalescer.submit(core, Coalesced(wire, time.monotonic() + timeout_s, LoopWaiter(message, future, loop)))
+        try:
+            async with asyncio.timeout(timeout_s + RUN_GUARD_S):  # the coalescer completes it; this is the backstop
+                return await future
+        except TimeoutError:
+            raise OMSTimeOutException(Code.REQUEST_TIMEOUT, f"no answer within {timeout_s:.3f}s") from None
 
     async def send_batch(
         self,

@@ -5,6 +5,7 @@ Sends run on the access point's loop; user code (hooks, async listeners, transac
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import threading
@@ -43,6 +44,15 @@ DEFAULT_COMPRESS_OVER = 4096  # RocketMQ compressMsgBodyOverHowmuch
 DEFAULT_CALLBACK_THREADS = 4
 SHUTDOWN_GRACE_S = 3.0  # how long shutdown waits for in-flight async sends
 START_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class LoopWaiter:
+    """The token of an asyncio face's batched send: its message, and the future its caller awaits on ``loop``."""
+
+    message: BytesMessage
+    future: asyncio.Future[SendResult]
+    loop: asyncio.AbstractEventLoop
 
 
 @dataclass(frozen=True)
@@ -204,8 +214,30 @@ class ProducerBase(MessagingClient):
     def _coalesced_done(
         self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
     ) -> None:
-        """On the loop, once per request of batched ``send_async``s: their hooks and futures, on a callback thread."""
-        self._dispatch(self._finish_coalesced, items, results, error)
+        """On the loop, once per request of batched sends: the blocking face's hooks and futures on a callback
+        thread, the asyncio face's on each caller's loop (one wake-up per loop and request)."""
+        on_loops: dict[asyncio.AbstractEventLoop, list[int]] = {}
+        on_threads: list[int] = []
+        for i, item in enumerate(items):
+            if isinstance(item.token, LoopWaiter):
+                on_loops.setdefault(item.token.loop, []).append(i)
+            else:
+                on_threads.append(i)
+        if not on_loops:  # the usual request: all from the blocking face
+            self._dispatch(self._finish_coalesced, items, results, error)
+            return
+
+        def rows_of(rows: list[int]) -> tuple[list[Coalesced], list[SendResult] | None]:
+            return [items[i] for i in rows], [results[i] for i in rows] if results is not None else None
+
+        if on_threads:
+            self._dispatch(self._finish_coalesced, *rows_of(on_threads), error)
+        for loop, rows in on_loops.items():
+            try:
+                loop.call_soon_threadsafe(self._finish_on_loop, *rows_of(rows), error)
+            except RuntimeError:  # the caller's loop is closed: nobody awaits these any more
+                log.info("%d sends completed after their event loop closed", len(rows))
+                self._coalesced_finished(len(rows))
 
     def _finish_coalesced(
         self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
@@ -222,10 +254,32 @@ class ProducerBase(MessagingClient):
                 else:
                     future.set_result(result)
         finally:
-            with self._inflight_lock:
-                self._coalesced_pending -= len(items)
-                if not self._coalesced_pending:
-                    self._coalesced_idle.notify_all()
+            self._coalesced_finished(len(items))
+
+    def _finish_on_loop(
+        self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
+    ) -> None:
+        """``_finish_coalesced`` for the asyncio face, on its caller's loop (where its hooks run)."""
+        try:
+            for i, item in enumerate(items):
+                waiter: LoopWaiter = item.token
+                result = results[i] if results is not None else None
+                self._hooks.after_send(waiter.message, result, error)
+                if waiter.future.done():
+                    continue  # the caller was cancelled: nobody waits for the outcome
+                if error is not None:
+                    waiter.future.set_exception(error)
+                else:
+                    assert result is not None  # no error: the request's results, one per message
+                    waiter.future.set_result(result)
+        finally:
+            self._coalesced_finished(len(items))
+
+    def _coalesced_finished(self, n: int) -> None:
+        with self._inflight_lock:
+            self._coalesced_pending -= n
+            if not self._coalesced_pending:
+                self._coalesced_idle.notify_all()
 
     def _forget_inflight(self, inner: concurrent.futures.Future[Any]) -> None:
         with self._inflight_lock:

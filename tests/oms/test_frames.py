@@ -7,7 +7,6 @@ import asyncio
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -15,7 +14,6 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 import oms
-import oms.client.rpc as rpc_module
 from oms.client.frames import FrameChannel, FrameRpcError
 from oms.client.rpc import ChannelPool
 from oms.errors import OMSSecurityException
@@ -434,14 +432,8 @@ def test_acl_holds_over_frames(acl_broker: BrokerHandle) -> None:
         assert frame_channels(ap)[0].calls >= 1
 
 
-@pytest.fixture
-def quick_rediscovery(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(rpc_module, "REDISCOVER_AFTER_S", 0.5)
-    yield
-
-
 @pytest.mark.timeout(120)
-def test_a_restarted_broker_is_found_again(broker_factory, quick_rediscovery) -> None:
+def test_a_restarted_broker_is_found_again(broker_factory) -> None:
     broker = broker_factory.broker()
     topic = "FramesRestartT"
     with (

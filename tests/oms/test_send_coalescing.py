@@ -18,6 +18,22 @@ from tests.oms.test_producer_fastbatch import SendBatchCalls
 from tests.waiting import wait_until
 
 
+def _read_back(consumer: oms.PullConsumer, topic: str, count: int) -> dict[str | None, oms.BytesMessage]:
+    """``count`` messages of ``topic`` received and acked, by id; fails if fewer arrive."""
+    consumer.attach_queue(topic)
+    got: dict[str | None, oms.BytesMessage] = {}
+    while len(got) < count:
+        message = consumer.receive(5)
+        assert message is not None, f"only {len(got)} of {count} messages read back"
+        got[message.message_id] = message
+        consumer.ack(message)
+    return got
+
+
+def _bodies(messages: dict[str | None, oms.BytesMessage]) -> dict[str | None, bytes]:
+    return {message_id: m.body for message_id, m in messages.items()}
+
+
 @pytest.mark.timeout(120)
 def test_many_async_sends_leave_in_few_requests_with_a_result_each(broker):
     topic = "OmsCoalesceT"
@@ -41,16 +57,9 @@ def test_many_async_sends_leave_in_few_requests_with_a_result_each(broker):
         assert all(r.ok and r.topic == topic for r in results)
         assert len({r.message_id for r in results}) == n
 
-        consumer.attach_queue(topic)
-        got: dict[str | None, bytes] = {}
-        while len(got) < n + 1:
-            message = consumer.receive(5)
-            assert message is not None, f"only {len(got)} of {n + 1} messages read back"
-            got[message.message_id] = message.body
-            if message.body != b"warm-up":
-                assert message.keys == [f"k{message.body.decode()[1:]}"]
-            consumer.ack(message)
-        assert {r.message_id: f"a{i}".encode() for i, r in enumerate(results)}.items() <= got.items()
+        got = _read_back(consumer, topic, n + 1)
+        assert {r.message_id: f"a{i}".encode() for i, r in enumerate(results)}.items() <= _bodies(got).items()
+        assert all(m.keys == [f"k{m.body.decode()[1:]}"] for m in got.values() if m.body != b"warm-up")
 
 
 @pytest.mark.timeout(120)
@@ -128,13 +137,7 @@ def test_many_aio_sends_leave_in_few_requests_hooks_on_the_callers_loop(broker):
         assert len({r.message_id for r in results}) == n
         assert hook_threads == {loop_thread}, "oms_after_send ran off the caller's loop"
 
-        consumer.attach_queue(topic)
-        got: dict[str | None, bytes] = {}
-        while len(got) < n + 1:
-            message = consumer.receive(5)
-            assert message is not None, f"only {len(got)} of {n + 1} messages read back"
-            got[message.message_id] = message.body
-            consumer.ack(message)
+        got = _bodies(_read_back(consumer, topic, n + 1))
         assert {r.message_id: f"a{i}".encode() for i, r in enumerate(results)}.items() <= got.items()
 
 

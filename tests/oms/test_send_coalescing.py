@@ -62,22 +62,6 @@ def test_many_async_sends_leave_in_few_requests_with_a_result_each(broker):
         assert all(m.keys == [f"k{m.body.decode()[1:]}"] for m in got.values() if m.body != b"warm-up")
 
 
-@pytest.mark.timeout(120)
-def test_a_lone_async_send_still_goes_alone(broker):
-    topic = "OmsCoalesceLoneT"
-    create_topic(broker.addr, topic)
-    with (
-        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
-        ap.create_producer() as producer,
-    ):
-        producer.send(oms.BytesMessage(b"warm-up", topic))
-        batches = SendBatchCalls(producer)
-        for i in range(5):  # one at a time: nothing queues, each is its own v2 SendMessage
-            result = producer.send_async(oms.BytesMessage(f"l{i}".encode(), topic, tags="t")).result(timeout=10)
-            assert result.ok and result.queue.queue_id == -1
-        assert batches.answers == [], "a lone send waited to leave in a batch"
-
-
 def _aio_run(coro, timeout: float = 60):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
@@ -123,8 +107,8 @@ def test_many_aio_sends_leave_in_few_requests_hooks_on_the_callers_loop(broker):
 
 
 @pytest.mark.timeout(120)
-def test_a_lone_aio_send_goes_alone_and_a_cancelled_one_spares_the_rest(broker):
-    topic = "OmsCoalesceAioLoneT"
+def test_a_lone_send_goes_alone_and_a_cancelled_one_spares_the_rest(broker):
+    topic = "OmsCoalesceLoneT"
     create_topic(broker.addr, topic)
     with (
         oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
@@ -132,6 +116,10 @@ def test_a_lone_aio_send_goes_alone_and_a_cancelled_one_spares_the_rest(broker):
     ):
         producer.send(oms.BytesMessage(b"warm-up", topic))
         batches = SendBatchCalls(producer)
+        for i in range(5):  # one at a time: nothing queues, each is its own v2 SendMessage
+            result = producer.send_async(oms.BytesMessage(f"l{i}".encode(), topic, tags="t")).result(timeout=10)
+            assert result.ok and result.queue.queue_id == -1
+        assert batches.answers == [], "a lone send waited to leave in a batch"
 
         async def lone() -> None:
             aio = producer.aio()

@@ -102,7 +102,14 @@ def test_many_aio_sends_leave_in_few_requests_hooks_on_the_callers_loop(broker):
         assert len({r.message_id for r in results}) == n
         assert hook_threads == {loop_thread}, "oms_after_send ran off the caller's loop"
 
-        got = _bodies(_read_back(consumer, topic, n + 1))
+        async def on_the_clients_loop() -> set[str]:  # the caller's loop is the access point's own
+            aio = producer.aio()
+            sent = await asyncio.gather(*(aio.send(oms.BytesMessage(b"own", topic)) for _ in range(200)))
+            return {r.message_id for r in sent if r.ok}
+
+        assert len(producer.loop_thread().run(on_the_clients_loop(), timeout=30)) == 200
+
+        got = _bodies(_read_back(consumer, topic, n + 200 + 1))
         assert {r.message_id: f"a{i}".encode() for i, r in enumerate(results)}.items() <= got.items()
 
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -615,11 +615,12 @@ def bench_stream_ceiling(n: int) -> dict[str, Any]:
 FLOOR_START_TIMEOUT_S = 60
 
 
-def bench_receive_floor(n: int) -> dict[str, Any]:
+def bench_receive_floor(n: int, server_module: Sequence[str] = ("benchmarks.v2_receive_floor",)) -> dict[str, Any]:
     """The bench's v2 ReceiveMessage + AckMessage drain against a server with no broker work behind it
-    (``benchmarks.v2_receive_floor``): what the protocol's one-message-per-response stream allows here."""
+    (``benchmarks.v2_receive_floor``, or another floor server: ``python -m <server_module...> n`` that prints its
+    port): what the protocol's one-message-per-response stream allows here. Server and client CPU per message."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.v2_receive_floor", str(n)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, "-m", *server_module, str(n)], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )
     try:
         assert server.stdout is not None
@@ -627,9 +628,10 @@ def bench_receive_floor(n: int) -> dict[str, Any]:
         if not select.select([server.stdout], [], [], FLOOR_START_TIMEOUT_S)[0]:
             raise TimeoutError(f"the v2 receive floor server printed no port in {FLOOR_START_TIMEOUT_S} s")
         port = int(server.stdout.readline())
-        cpu0 = proc_cpu_s(server.pid)
+        cpu0, client0 = proc_cpu_s(server.pid), proc_cpu_s(os.getpid())
         result = asyncio.run(bench_receive_ack(f"127.0.0.1:{port}", "BenchFloorT", 32, 4))
         result["server_cpu_us_per_msg"] = round((proc_cpu_s(server.pid) - cpu0) / result["messages"] * 1e6, 1)
+        result["client_cpu_us_per_msg"] = round((proc_cpu_s(os.getpid()) - client0) / result["messages"] * 1e6, 1)
     finally:
         server.kill()
         server.wait(20)

@@ -1,0 +1,249 @@
+"""The v2 receive floor (``benchmarks.v2_receive_floor``) served outside grpcio: by grpclib (pure-Python asyncio gRPC
+on h2, one ``send_message`` per streamed message) and by ``benchmarks.h2_grpc`` (one transport write per call).
+Same prebuilt message, same semantics: ReceiveMessage streams status, the batch and the delivery timestamp;
+AckMessage is answered OK unchecked; ``total`` messages are handed out, then MESSAGE_NOT_FOUND.
+
+``python -m benchmarks.v2_receive_floor_h2 serve {h2,grpclib} TOTAL`` prints its port and serves until killed.
+``python -m benchmarks.v2_receive_floor_h2 --rounds 5`` measures, round by round, the stream ceiling and the three
+floors drained by the bench's aio client, after checking grpcio's generated stub against the h2 server, and writes
+``benchmarks/results/v2recv-h2-<time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rocketmq.grpc_protocol import definition_pb2, service_pb2
+
+from benchmarks import h2_grpc
+from benchmarks.v2_receive_floor import ack_response, delivered_message, delivery_stamp
+
+SERVICE = "/apache.rocketmq.v2.MessagingService"
+RECEIVE = f"{SERVICE}/ReceiveMessage"
+ACK = f"{SERVICE}/AckMessage"
+
+
+class FloorState:
+    """What every floor flavour shares: the prebuilt message and how many are left to hand out."""
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+        self.message = delivered_message()
+        self.ok = service_pb2.ReceiveMessageResponse(status=definition_pb2.Status(code=definition_pb2.Code.OK))
+        self.none = service_pb2.ReceiveMessageResponse(
+            status=definition_pb2.Status(code=definition_pb2.Code.MESSAGE_NOT_FOUND)
+        )
+
+    def take(self, batch_size: int) -> int:
+        n = min(batch_size, self.left)
+        self.left -= n
+        return n
+
+
+class H2Floor(FloorState):
+    """Handlers for ``benchmarks.h2_grpc``: every response of a call serialized, then framed and sent at once."""
+
+    def receive(self, request: bytes) -> list[bytes]:
+        n = self.take(service_pb2.ReceiveMessageRequest.FromString(request).batch_size)
+        head = (self.ok if n else self.none).SerializeToString()
+        # serialized per message, as a broker with distinct messages would (grpcio's floor serializes per write too)
+        batch = [self.message.SerializeToString() for _ in range(n)]
+        return [head, *batch, delivery_stamp().SerializeToString()]
+
+    def ack(self, request: bytes) -> list[bytes]:
+        return [ack_response(service_pb2.AckMessageRequest.FromString(request)).SerializeToString()]
+
+    def handlers(self) -> dict[str, h2_grpc.Handler]:
+        return {RECEIVE: self.receive, ACK: self.ack}
+
+
+class GrpclibFloor(FloorState):
+    """grpclib handlers as its generated code would write them: one ``send_message`` per response."""
+
+    async def receive(self, stream: Any) -> None:
+        request = await stream.recv_message()
+        n = self.take(request.batch_size)
+        await stream.send_message(self.ok if n else self.none)
+        for _ in range(n):
+            await stream.send_message(self.message)
+        await stream.send_message(delivery_stamp())
+
+    async def ack(self, stream: Any) -> None:
+        await stream.send_message(ack_response(await stream.recv_message()))
+
+    def __mapping__(self) -> dict[str, Any]:
+        from grpclib.const import Cardinality, Handler
+
+        return {
+            RECEIVE: Handler(
+                self.receive,
+                Cardinality.UNARY_STREAM,
+                service_pb2.ReceiveMessageRequest,
+                service_pb2.ReceiveMessageResponse,
+            ),
+            ACK: Handler(
+                self.ack, Cardinality.UNARY_UNARY, service_pb2.AckMessageRequest, service_pb2.AckMessageResponse
+            ),
+        }
+
+
+async def serve_h2(total: int, on_port: Callable[[int], None]) -> None:
+    server = await h2_grpc.serve(H2Floor(total).handlers())
+    on_port(server.sockets[0].getsockname()[1])
+    async with server:
+        await server.serve_forever()
+
+
+async def serve_grpclib(total: int, on_port: Callable[[int], None]) -> None:
+    from grpclib.server import Server
+
+    # proto must say TCP: asyncio and grpclib set TCP_NODELAY only on sockets that do (proto 0 gets Nagle, and
+    # grpclib's separate writes for headers, data and trailers then wait ~40 ms for the client's delayed ACK)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    server = Server([GrpclibFloor(total)])
+    await server.start(sock=sock)
+    on_port(sock.getsockname()[1])
+    await server.wait_closed()
+
+
+SERVERS = {"h2": serve_h2, "grpclib": serve_grpclib}
+
+
+def check_stub(port: int, total: int) -> dict[str, Any]:
+    """grpcio's generated stub against a floor server holding ``total`` (>= 2,032) messages: a batch of 32, one of
+    2,000 (~1 MB, far past the 64 KB stream window with BDP probing off, so flow control is exercised), the empty
+    answer once all is handed out, an ack, and UNIMPLEMENTED for a method it does not serve. Raises on any mismatch;
+    wrong framing or trailers make grpcio fail the call."""
+    import grpc
+    from rocketmq.grpc_protocol import service_pb2_grpc
+
+    expected = delivered_message().message
+    options = [("grpc.http2.bdp_probe", 0), ("grpc.max_receive_message_length", 64 << 20)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+
+        def receive(batch: int) -> list[service_pb2.ReceiveMessageResponse]:
+            return list(stub.ReceiveMessage(service_pb2.ReceiveMessageRequest(batch_size=batch), timeout=10))
+
+        def check_batch(responses: list[service_pb2.ReceiveMessageResponse], n: int, code: int) -> None:
+            kinds = [r.WhichOneof("content") for r in responses]
+            if kinds != ["status", *["message"] * n, "delivery_timestamp"] or responses[0].status.code != code:
+                raise AssertionError(f"wrong stream for {n} messages: {kinds[:3]}... ({len(kinds)} responses)")
+            for r in responses[1:-1]:
+                if r.message.body != expected.body or r.message.topic != expected.topic:
+                    raise AssertionError("a streamed message differs from the prebuilt one")
+
+        check_batch(receive(32), 32, definition_pb2.Code.OK)
+        check_batch(receive(2000), 2000, definition_pb2.Code.OK)
+        rest = total - 2032
+        check_batch(receive(rest + 1), rest, definition_pb2.Code.OK)
+        check_batch(receive(32), 0, definition_pb2.Code.MESSAGE_NOT_FOUND)
+        entries = [service_pb2.AckMessageEntry(message_id=f"m{i}", receipt_handle=f"h{i}") for i in range(3)]
+        ack = stub.AckMessage(service_pb2.AckMessageRequest(entries=entries), timeout=10)
+        if ack.status.code != definition_pb2.Code.OK or [e.message_id for e in ack.entries] != ["m0", "m1", "m2"]:
+            raise AssertionError(f"wrong ack answer: {ack}")
+        try:
+            stub.QueryRoute(service_pb2.QueryRouteRequest(), timeout=10)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+        else:
+            raise AssertionError("QueryRoute answered by a server that does not serve it")
+    return {"ok": True, "checked": ["batch 32", "batch 2000 (flow control)", "MESSAGE_NOT_FOUND", "ack", "unknown"]}
+
+
+def run_rounds(rounds: int, n: int) -> dict[str, Any]:
+    """Per round the ceiling and the three floors, in an order rotated round by round (the machine is shared, so
+    ratios within a round say more than any one drain)."""
+    from benchmarks.bench_e2e import bench_receive_floor, bench_stream_ceiling
+    from benchmarks.common import proc_cpu_s
+
+    def ceiling() -> dict[str, Any]:
+        # the ceiling's server runs in this process (its client in a subprocess), so this process' CPU is the server's
+        cpu0 = proc_cpu_s(os.getpid())
+        result = bench_stream_ceiling(n)
+        result["server_cpu_us_per_msg"] = round((proc_cpu_s(os.getpid()) - cpu0) / n * 1e6, 1)
+        return result
+
+    flavours: dict[str, Callable[[], dict[str, Any]]] = {
+        "ceiling": ceiling,
+        "grpcio": lambda: bench_receive_floor(n),
+        "grpclib": lambda: bench_receive_floor(n, ("benchmarks.v2_receive_floor_h2", "serve", "grpclib")),
+        "h2": lambda: bench_receive_floor(n, ("benchmarks.v2_receive_floor_h2", "serve", "h2")),
+    }
+    names = list(flavours)
+    runs: list[dict[str, Any]] = []
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        run: dict[str, Any] = {"order": order, "loadavg_1m": os.getloadavg()[0]}
+        for name in order:
+            run[name] = flavours[name]()
+        for name in names[1:]:
+            run[f"{name}_over_ceiling"] = round(run[name]["msgs_per_s"] / run["ceiling"]["msgs_per_s"], 3)
+        runs.append(run)
+        print(f"round {r}: " + ", ".join(f"{k} {run[k]['msgs_per_s']}" for k in names), file=sys.stderr, flush=True)
+
+    summary: dict[str, Any] = {"loadavg_1m_median": statistics.median(run["loadavg_1m"] for run in runs)}
+    for name in names:
+        for key in ("msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"):
+            values = [run[name][key] for run in runs if key in run[name]]
+            if values:
+                summary[f"{name}_{key}"] = statistics.median(values)
+        if name != "ceiling":
+            summary[f"{name}_over_ceiling"] = statistics.median(run[f"{name}_over_ceiling"] for run in runs)
+    return {"summary": summary, "runs": runs, "messages_per_round": n}
+
+
+def check_h2_server() -> dict[str, Any]:
+    """:func:`check_stub` against a freshly started h2 floor server process."""
+    import subprocess
+
+    total = 3000
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.v2_receive_floor_h2", "serve", "h2", str(total)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert server.stdout is not None
+        return check_stub(int(server.stdout.readline()), total)
+    finally:
+        server.kill()
+        server.wait(20)
+
+
+def main(argv: Sequence[str]) -> None:
+    if argv and argv[0] == "serve":
+        flavour, total = argv[1], int(argv[2])
+        asyncio.run(SERVERS[flavour](total, lambda port: print(port, flush=True)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=100_000, help="messages per drain")
+    args = parser.parse_args(argv)
+    from benchmarks.common import write_result
+
+    stub_check = check_h2_server()
+    started = time.time()
+    result = run_rounds(args.rounds, args.messages)
+    result["stub_check"] = stub_check
+    result["seconds"] = round(time.time() - started, 1)
+    path = write_result("v2recv-h2", result)
+    print(path)
+    for key, value in result["summary"].items():
+        print(f"{key}: {value}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

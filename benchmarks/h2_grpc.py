@@ -123,6 +123,12 @@ class GrpcH2Protocol(asyncio.Protocol):
         if isinstance(event, RequestReceived):
             path = dict(event.headers or ()).get(b":path", b"")
             assert event.stream_id is not None
+            if path not in self.handlers:
+                # answered at once, as grpcio does: a bidi call (Telemetry) never ends its side of the stream
+                self._trailers_only(
+                    event.stream_id, GRPC_UNIMPLEMENTED, f"unknown method {path.decode(errors='replace')}"
+                )
+                return
             self.calls[event.stream_id] = _Call(path=path)
         elif isinstance(event, DataReceived):
             assert event.stream_id is not None and event.data is not None
@@ -133,7 +139,8 @@ class GrpcH2Protocol(asyncio.Protocol):
             self.conn.acknowledge_received_data(event.flow_controlled_length or 0, event.stream_id)
         elif isinstance(event, StreamEnded):
             assert event.stream_id is not None
-            self._answer(event.stream_id)
+            if event.stream_id in self.calls:
+                self._answer(event.stream_id)
         elif isinstance(event, WindowUpdated):
             # 0: the connection's window grew, which any waiting call may use
             ids = list(self.calls) if not event.stream_id else [event.stream_id]
@@ -147,12 +154,8 @@ class GrpcH2Protocol(asyncio.Protocol):
 
     def _answer(self, stream_id: int) -> None:
         call = self.calls[stream_id]
-        handler = self.handlers.get(call.path)
-        if handler is None:
-            self._trailers_only(stream_id, GRPC_UNIMPLEMENTED, f"unknown method {call.path.decode(errors='replace')}")
-            return
         try:
-            responses = handler(unframe_one(bytes(call.body)))
+            responses = self.handlers[call.path](unframe_one(bytes(call.body)))
         except NotImplementedError as e:
             self._trailers_only(stream_id, GRPC_UNIMPLEMENTED, str(e))
             return

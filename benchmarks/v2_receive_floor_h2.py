@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from benchmarks import h2_grpc
 from benchmarks.v2_receive_floor import ack_response, delivered_message, delivery_stamp
 
 SERVICE = "/apache.rocketmq.v2.MessagingService"
+OK = definition_pb2.Status(code=definition_pb2.Code.OK)
 RECEIVE = f"{SERVICE}/ReceiveMessage"
 ACK = f"{SERVICE}/AckMessage"
 
@@ -52,6 +56,8 @@ class FloorState:
 class H2Floor(FloorState):
     """Handlers for ``benchmarks.h2_grpc``: every response of a call serialized, then framed and sent at once."""
 
+    port = 0  # where it listens, for the route it answers
+
     def receive(self, request: bytes) -> list[bytes]:
         n = self.take(service_pb2.ReceiveMessageRequest.FromString(request).batch_size)
         head = (self.ok if n else self.none).SerializeToString()
@@ -62,8 +68,33 @@ class H2Floor(FloorState):
     def ack(self, request: bytes) -> list[bytes]:
         return [ack_response(service_pb2.AckMessageRequest.FromString(request)).SerializeToString()]
 
+    def route(self, request: bytes) -> list[bytes]:
+        """One readable queue of the asked topic on this server: what the official SimpleConsumer needs to
+        receive from it (the floor serves no other topic-aware call)."""
+        topic = service_pb2.QueryRouteRequest.FromString(request).topic
+        address = definition_pb2.Address(host="127.0.0.1", port=self.port)
+        queue = definition_pb2.MessageQueue(
+            topic=topic,
+            id=0,
+            permission=definition_pb2.Permission.READ_WRITE,
+            broker=definition_pb2.Broker(
+                name="floor", id=0, endpoints=definition_pb2.Endpoints(scheme=definition_pb2.IPv4, addresses=[address])
+            ),
+            accept_message_types=[definition_pb2.MessageType.NORMAL],
+        )
+        return [service_pb2.QueryRouteResponse(status=OK, message_queues=[queue]).SerializeToString()]
+
     def handlers(self) -> dict[str, h2_grpc.Handler]:
-        return {RECEIVE: self.receive, ACK: self.ack}
+        def ok(response: type) -> h2_grpc.Handler:
+            return lambda request: [response(status=OK).SerializeToString()]
+
+        return {
+            RECEIVE: self.receive,
+            ACK: self.ack,
+            f"{SERVICE}/QueryRoute": self.route,
+            f"{SERVICE}/Heartbeat": ok(service_pb2.HeartbeatResponse),
+            f"{SERVICE}/NotifyClientTermination": ok(service_pb2.NotifyClientTerminationResponse),
+        }
 
 
 class GrpclibFloor(FloorState):
@@ -97,8 +128,10 @@ class GrpclibFloor(FloorState):
 
 
 async def serve_h2(total: int, on_port: Callable[[int], None]) -> None:
-    server = await h2_grpc.serve(H2Floor(total).handlers())
-    on_port(server.sockets[0].getsockname()[1])
+    floor = H2Floor(total)
+    server = await h2_grpc.serve(floor.handlers())
+    floor.port = server.sockets[0].getsockname()[1]
+    on_port(floor.port)
     async with server:
         await server.serve_forever()
 
@@ -153,12 +186,12 @@ def check_stub(port: int, total: int) -> dict[str, Any]:
         if ack.status.code != definition_pb2.Code.OK or [e.message_id for e in ack.entries] != ["m0", "m1", "m2"]:
             raise AssertionError(f"wrong ack answer: {ack}")
         try:
-            stub.QueryRoute(service_pb2.QueryRouteRequest(), timeout=10)
+            stub.QueryAssignment(service_pb2.QueryAssignmentRequest(), timeout=10)
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
         else:
-            raise AssertionError("QueryRoute answered by a server that does not serve it")
+            raise AssertionError("QueryAssignment answered by a server that does not serve it")
     return {"ok": True, "checked": ["batch 32", "batch 2000 (flow control)", "MESSAGE_NOT_FOUND", "ack", "unknown"]}
 
 
@@ -166,13 +199,20 @@ def run_rounds(rounds: int, n: int) -> dict[str, Any]:
     """Per round the ceiling and the three floors, in an order rotated round by round (the machine is shared, so
     ratios within a round say more than any one drain)."""
     from benchmarks.bench_e2e import bench_receive_floor, bench_stream_ceiling
-    from benchmarks.common import proc_cpu_s
+    from benchmarks.common import busiest_thread, proc_cpu_s, threads_cpu_s
 
     def ceiling() -> dict[str, Any]:
-        # the ceiling's server runs in this process (its client in a subprocess), so this process' CPU is the server's
-        cpu0 = proc_cpu_s(os.getpid())
+        # the ceiling's server runs in this process and its client in a child process (reaped before it returns, so
+        # its CPU shows in os.times()' children fields)
+        cpu0, threads0, children0 = proc_cpu_s(os.getpid()), threads_cpu_s(os.getpid()), os.times()
         result = bench_stream_ceiling(n)
+        children1 = os.times()
+        client = (children1.children_user + children1.children_system) - (
+            children0.children_user + children0.children_system
+        )
         result["server_cpu_us_per_msg"] = round((proc_cpu_s(os.getpid()) - cpu0) / n * 1e6, 1)
+        result["client_cpu_us_per_msg"] = round(client / n * 1e6, 1)  # including the client's interpreter start
+        result["server_busiest_thread"] = busiest_thread(threads0, threads_cpu_s(os.getpid()), n / result["msgs_per_s"])
         return result
 
     flavours: dict[str, Callable[[], dict[str, Any]]] = {
@@ -195,32 +235,68 @@ def run_rounds(rounds: int, n: int) -> dict[str, Any]:
 
     summary: dict[str, Any] = {"loadavg_1m_median": statistics.median(run["loadavg_1m"] for run in runs)}
     for name in names:
-        for key in ("msgs_per_s", "server_cpu_us_per_msg", "client_cpu_us_per_msg"):
+        for key in (
+            "msgs_per_s",
+            "server_cpu_us_per_msg",
+            "client_cpu_us_per_msg",
+            "server_busiest_thread",
+            "client_busiest_thread",
+        ):
             values = [run[name][key] for run in runs if key in run[name]]
-            if values:
+            if values and isinstance(values[0], dict):
+                for part in values[0]:
+                    summary[f"{name}_{key}_{part}"] = statistics.median(v[part] for v in values)
+            elif values:
                 summary[f"{name}_{key}"] = statistics.median(values)
         if name != "ceiling":
             summary[f"{name}_over_ceiling"] = statistics.median(run[f"{name}_over_ceiling"] for run in runs)
     return {"summary": summary, "runs": runs, "messages_per_round": n}
 
 
-def check_h2_server() -> dict[str, Any]:
-    """:func:`check_stub` against a freshly started h2 floor server process."""
-    import subprocess
+ROOT = Path(__file__).resolve().parent.parent
+CHECK_TIMEOUT_S = 60
 
-    total = 3000
+
+@contextlib.contextmanager
+def floor_server(flavour: str, total: int) -> Iterator[int]:
+    """A floor server process of ``flavour`` holding ``total`` messages; yields its port, killed on the way out."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.v2_receive_floor_h2", "serve", "h2", str(total)],
+        [sys.executable, "-m", "benchmarks.v2_receive_floor_h2", "serve", flavour, str(total)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
     )
     try:
         assert server.stdout is not None
-        return check_stub(int(server.stdout.readline()), total)
+        yield int(server.stdout.readline())
     finally:
         server.kill()
         server.wait(20)
+
+
+def check_official_client(port: int, total: int) -> dict[str, Any]:
+    """The official SimpleConsumer receives and acks ``total`` messages (``benchmarks.h2_official_client``)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.h2_official_client", str(port), str(total)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=CHECK_TIMEOUT_S,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    if not result["ok"]:
+        raise AssertionError(f"the official SimpleConsumer got {result} of {total}")
+    return result
+
+
+def check_h2_server() -> dict[str, Any]:
+    """:func:`check_stub` and :func:`check_official_client`, each against a freshly started h2 floor server."""
+    with floor_server("h2", 3000) as port:
+        stub = check_stub(port, 3000)
+    with floor_server("h2", 100) as port:
+        official = check_official_client(port, 100)
+    return {"ok": stub["ok"] and official["ok"], "grpcio_stub": stub, "official_simple_consumer": official}
 
 
 def main(argv: Sequence[str]) -> None:

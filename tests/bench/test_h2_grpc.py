@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("h2", reason="h2 is in the bench extra")
 
 from benchmarks.h2_grpc import frame, unframe_one
-from benchmarks.v2_receive_floor_h2 import check_h2_server
+from benchmarks.v2_receive_floor_h2 import check_official_client, check_stub, floor_server
 
 
 def test_grpc_framing_round_trips_and_refuses_what_it_does_not_serve() -> None:
@@ -25,4 +25,11 @@ def test_grpc_framing_round_trips_and_refuses_what_it_does_not_serve() -> None:
 
 @pytest.mark.timeout(60)
 def test_grpcio_stub_receives_and_acks_from_the_h2_server() -> None:
-    assert check_h2_server()["ok"]
+    with floor_server("h2", 3000) as port:
+        assert check_stub(port, 3000)["ok"]
+
+
+@pytest.mark.timeout(90)
+def test_official_simple_consumer_receives_and_acks_from_the_h2_server() -> None:
+    with floor_server("h2", 100) as port:
+        assert check_official_client(port, 100) == {"ok": True, "received": 100, "acked": 100}

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
@@ -127,6 +127,21 @@ class GrpclibFloor(FloorState):
         }
 
 
+class GrpclibBatchFloor(GrpclibFloor):
+    """grpclib with a call's responses framed and handed to its HTTP/2 stream in one ``send_data``: what a batch send
+    in grpclib would give. Uses grpclib's private ``Stream._stream`` (it has no public way to send several messages
+    at once); prototype only."""
+
+    async def receive(self, stream: Any) -> None:
+        request = await stream.recv_message()
+        n = self.take(request.batch_size)
+        batch = [self.message.SerializeToString() for _ in range(n)]
+        head = (self.ok if n else self.none).SerializeToString()
+        await stream.send_initial_metadata()
+        payload = b"".join(h2_grpc.frame(m) for m in (head, *batch, delivery_stamp().SerializeToString()))
+        await stream._stream.send_data(payload)
+
+
 async def serve_h2(total: int, on_port: Callable[[int], None]) -> None:
     floor = H2Floor(total)
     server = await h2_grpc.serve(floor.handlers())
@@ -136,20 +151,24 @@ async def serve_h2(total: int, on_port: Callable[[int], None]) -> None:
         await server.serve_forever()
 
 
-async def serve_grpclib(total: int, on_port: Callable[[int], None]) -> None:
+async def serve_grpclib(total: int, on_port: Callable[[int], None], floor: type[GrpclibFloor] = GrpclibFloor) -> None:
     from grpclib.server import Server
 
     # proto must say TCP: asyncio and grpclib set TCP_NODELAY only on sockets that do (proto 0 gets Nagle, and
     # grpclib's separate writes for headers, data and trailers then wait ~40 ms for the client's delayed ACK)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
-    server = Server([GrpclibFloor(total)])
+    server = Server([floor(total)])
     await server.start(sock=sock)
     on_port(sock.getsockname()[1])
     await server.wait_closed()
 
 
-SERVERS = {"h2": serve_h2, "grpclib": serve_grpclib}
+async def serve_grpclib_batch(total: int, on_port: Callable[[int], None]) -> None:
+    await serve_grpclib(total, on_port, GrpclibBatchFloor)
+
+
+SERVERS = {"h2": serve_h2, "grpclib": serve_grpclib, "grpclib-batch": serve_grpclib_batch}
 
 
 def check_stub(port: int, total: int) -> dict[str, Any]:
@@ -215,12 +234,11 @@ def run_rounds(rounds: int, n: int) -> dict[str, Any]:
         result["server_busiest_thread"] = busiest_thread(threads0, threads_cpu_s(os.getpid()), n / result["msgs_per_s"])
         return result
 
-    flavours: dict[str, Callable[[], dict[str, Any]]] = {
-        "ceiling": ceiling,
-        "grpcio": lambda: bench_receive_floor(n),
-        "grpclib": lambda: bench_receive_floor(n, ("benchmarks.v2_receive_floor_h2", "serve", "grpclib")),
-        "h2": lambda: bench_receive_floor(n, ("benchmarks.v2_receive_floor_h2", "serve", "h2")),
-    }
+    def floor(flavour: str) -> Callable[[], dict[str, Any]]:
+        return lambda: bench_receive_floor(n, FLOOR_MODULES[flavour])
+
+    flavours: dict[str, Callable[[], dict[str, Any]]] = {"ceiling": ceiling}
+    flavours.update((flavour, floor(flavour)) for flavour in FLOOR_MODULES)
     names = list(flavours)
     runs: list[dict[str, Any]] = []
     for r in range(rounds):
@@ -230,6 +248,8 @@ def run_rounds(rounds: int, n: int) -> dict[str, Any]:
             run[name] = flavours[name]()
         for name in names[1:]:
             run[f"{name}_over_ceiling"] = round(run[name]["msgs_per_s"] / run["ceiling"]["msgs_per_s"], 3)
+        # the per-call cost apart from streaming: what every unary RPC of a broker on that server would pay
+        run["unary"] = {flavour: unary_calls(flavour, UNARY_CALLS) for flavour in UNARY_FLAVOURS}
         runs.append(run)
         print(f"round {r}: " + ", ".join(f"{k} {run[k]['msgs_per_s']}" for k in names), file=sys.stderr, flush=True)
 
@@ -250,25 +270,74 @@ def run_rounds(rounds: int, n: int) -> dict[str, Any]:
                 summary[f"{name}_{key}"] = statistics.median(values)
         if name != "ceiling":
             summary[f"{name}_over_ceiling"] = statistics.median(run[f"{name}_over_ceiling"] for run in runs)
+    for flavour in UNARY_FLAVOURS:
+        for key in ("calls_per_s", "server_cpu_us_per_call"):
+            summary[f"unary_{flavour}_{key}"] = statistics.median(run["unary"][flavour][key] for run in runs)
     return {"summary": summary, "runs": runs, "messages_per_round": n}
 
 
+UNARY_CALLS = 20_000
+UNARY_FLAVOURS = ("grpcio", "grpclib", "h2")
+
+
+def unary_calls(flavour: str, calls: int, workers: int = 4) -> dict[str, Any]:
+    """``calls`` one-entry AckMessage calls from the bench's aio client (``workers`` at a time) to a floor server:
+    calls per second and the server's CPU per call."""
+    import grpc
+    from rocketmq.grpc_protocol import service_pb2_grpc
+
+    from benchmarks.common import proc_cpu_s
+
+    request = service_pb2.AckMessageRequest(entries=[service_pb2.AckMessageEntry(message_id="m", receipt_handle="h")])
+
+    async def drive(port: int) -> float:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+
+            async def worker() -> None:
+                for _ in range(calls // workers):
+                    await stub.AckMessage(request, timeout=20)
+
+            await stub.AckMessage(request, timeout=20)  # connected before the clock starts
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(workers)))
+            return time.perf_counter() - started
+
+    with floor_server(flavour, 0) as server:
+        cpu0 = proc_cpu_s(server.pid)
+        seconds = asyncio.run(drive(server.port))
+        cpu = proc_cpu_s(server.pid) - cpu0
+    done = calls // workers * workers
+    return {"calls": done, "calls_per_s": round(done / seconds), "server_cpu_us_per_call": round(cpu / done * 1e6, 1)}
+
+
 ROOT = Path(__file__).resolve().parent.parent
+FLOOR_MODULES = {
+    "grpcio": ("benchmarks.v2_receive_floor",),
+    "grpclib": ("benchmarks.v2_receive_floor_h2", "serve", "grpclib"),
+    "grpclib-batch": ("benchmarks.v2_receive_floor_h2", "serve", "grpclib-batch"),
+    "h2": ("benchmarks.v2_receive_floor_h2", "serve", "h2"),
+}
 CHECK_TIMEOUT_S = 60
 
 
+class Floor(NamedTuple):
+    port: int
+    pid: int
+
+
 @contextlib.contextmanager
-def floor_server(flavour: str, total: int) -> Iterator[int]:
-    """A floor server process of ``flavour`` holding ``total`` messages; yields its port, killed on the way out."""
+def floor_server(flavour: str, total: int) -> Iterator[Floor]:
+    """A floor server process of ``flavour`` holding ``total`` messages, killed on the way out."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.v2_receive_floor_h2", "serve", flavour, str(total)],
+        [sys.executable, "-m", *FLOOR_MODULES[flavour], str(total)],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
     )
     try:
         assert server.stdout is not None
-        yield int(server.stdout.readline())
+        yield Floor(port=int(server.stdout.readline()), pid=server.pid)
     finally:
         server.kill()
         server.wait(20)
@@ -292,10 +361,10 @@ def check_official_client(port: int, total: int) -> dict[str, Any]:
 
 def check_h2_server() -> dict[str, Any]:
     """:func:`check_stub` and :func:`check_official_client`, each against a freshly started h2 floor server."""
-    with floor_server("h2", 3000) as port:
-        stub = check_stub(port, 3000)
-    with floor_server("h2", 100) as port:
-        official = check_official_client(port, 100)
+    with floor_server("h2", 3000) as server:
+        stub = check_stub(server.port, 3000)
+    with floor_server("h2", 100) as server:
+        official = check_official_client(server.port, 100)
     return {"ok": stub["ok"] and official["ok"], "grpcio_stub": stub, "official_simple_consumer": official}
 
 

@@ -24,12 +24,15 @@ def test_grpc_framing_round_trips_and_refuses_what_it_does_not_serve() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_grpcio_stub_receives_and_acks_from_the_h2_server() -> None:
-    with floor_server("h2", 3000) as port:
-        assert check_stub(port, 3000)["ok"]
+@pytest.mark.parametrize("flavour", ["h2", "grpclib", "grpclib-batch"])
+def test_grpcio_stub_receives_and_acks_from_the_floor_server(flavour: str) -> None:
+    if flavour.startswith("grpclib"):
+        pytest.importorskip("grpclib", reason="grpclib is in the bench extra")
+    with floor_server(flavour, 3000) as server:
+        assert check_stub(server.port, 3000)["ok"]
 
 
 @pytest.mark.timeout(90)
 def test_official_simple_consumer_receives_and_acks_from_the_h2_server() -> None:
-    with floor_server("h2", 100) as port:
-        assert check_official_client(port, 100) == {"ok": True, "received": 100, "acked": 100}
+    with floor_server("h2", 100) as server:
+        assert check_official_client(server.port, 100) == {"ok": True, "received": 100, "acked": 100}

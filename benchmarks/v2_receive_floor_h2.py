@@ -58,17 +58,17 @@ class H2Floor(FloorState):
 
     port = 0  # where it listens, for the route it answers
 
-    def receive(self, request: bytes) -> list[bytes]:
+    def receive(self, request: memoryview) -> list[bytes]:
         n = self.take(service_pb2.ReceiveMessageRequest.FromString(request).batch_size)
         head = (self.ok if n else self.none).SerializeToString()
         # serialized per message, as a broker with distinct messages would (grpcio's floor serializes per write too)
         batch = [self.message.SerializeToString() for _ in range(n)]
         return [head, *batch, delivery_stamp().SerializeToString()]
 
-    def ack(self, request: bytes) -> list[bytes]:
+    def ack(self, request: memoryview) -> list[bytes]:
         return [ack_response(service_pb2.AckMessageRequest.FromString(request)).SerializeToString()]
 
-    def route(self, request: bytes) -> list[bytes]:
+    def route(self, request: memoryview) -> list[bytes]:
         """One readable queue of the asked topic on this server: what the official SimpleConsumer needs to
         receive from it (the floor serves no other topic-aware call)."""
         topic = service_pb2.QueryRouteRequest.FromString(request).topic
@@ -326,11 +326,16 @@ class Floor(NamedTuple):
     pid: int
 
 
-@contextlib.contextmanager
-def floor_server(flavour: str, total: int) -> Iterator[Floor]:
+def floor_server(flavour: str, total: int) -> contextlib.AbstractContextManager[Floor]:
     """A floor server process of ``flavour`` holding ``total`` messages, killed on the way out."""
+    return server_process((*FLOOR_MODULES[flavour], str(total)))
+
+
+@contextlib.contextmanager
+def server_process(module_args: Sequence[str]) -> Iterator[Floor]:
+    """``python -m <module_args>``, a server that prints its port once listening; killed on the way out."""
     server = subprocess.Popen(
-        [sys.executable, "-m", *FLOOR_MODULES[flavour], str(total)],
+        [sys.executable, "-m", *module_args],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,

@@ -1,6 +1,7 @@
 """A minimal gRPC server on hyper-h2 and asyncio, for measuring what gRPC's wire protocol costs without grpc-python.
 
-Unary requests only (unary-unary and unary-stream calls: ReceiveMessage, AckMessage). A handler gets the serialized
+Unary requests only (unary-unary and unary-stream calls: ReceiveMessage, AckMessage, QueryRoute); a method without a
+handler, Telemetry's bidi stream among them, is answered UNIMPLEMENTED at its headers. A handler gets the serialized
 request and returns every serialized response of the call at once; the server frames them all (gRPC's 5-byte
 prefix), sends them with one ``send_data`` per flow-control chunk and flushes the connection with one transport
 write per received batch of frames. That is the point of the prototype: grpc-python pays one core batch operation

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,14 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 from benchmarks import bench_peers
 from benchmarks.common import (
     LATENCY_TICK_MS,
+    busiest_thread,
     latency_ms,
     paced_sends,
     paced_total,
     pct,
     proc_cpu_s,
     stamped_body,
+    threads_cpu_s,
     write_result,
 )
 from oms.client.frames import FrameChannel
@@ -615,11 +617,12 @@ def bench_stream_ceiling(n: int) -> dict[str, Any]:
 FLOOR_START_TIMEOUT_S = 60
 
 
-def bench_receive_floor(n: int) -> dict[str, Any]:
+def bench_receive_floor(n: int, server_module: Sequence[str] = ("benchmarks.v2_receive_floor",)) -> dict[str, Any]:
     """The bench's v2 ReceiveMessage + AckMessage drain against a server with no broker work behind it
-    (``benchmarks.v2_receive_floor``): what the protocol's one-message-per-response stream allows here."""
+    (``benchmarks.v2_receive_floor``, or another floor server: ``python -m <server_module...> n`` that prints its
+    port): what the protocol's one-message-per-response stream allows here. Server and client CPU per message."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.v2_receive_floor", str(n)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, "-m", *server_module, str(n)], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )
     try:
         assert server.stdout is not None
@@ -627,9 +630,15 @@ def bench_receive_floor(n: int) -> dict[str, Any]:
         if not select.select([server.stdout], [], [], FLOOR_START_TIMEOUT_S)[0]:
             raise TimeoutError(f"the v2 receive floor server printed no port in {FLOOR_START_TIMEOUT_S} s")
         port = int(server.stdout.readline())
-        cpu0 = proc_cpu_s(server.pid)
+        cpu0, client0 = proc_cpu_s(server.pid), proc_cpu_s(os.getpid())
+        server_threads0, client_threads0 = threads_cpu_s(server.pid), threads_cpu_s(os.getpid())
         result = asyncio.run(bench_receive_ack(f"127.0.0.1:{port}", "BenchFloorT", 32, 4))
+        seconds = result["messages"] / result["msgs_per_s"]
         result["server_cpu_us_per_msg"] = round((proc_cpu_s(server.pid) - cpu0) / result["messages"] * 1e6, 1)
+        result["client_cpu_us_per_msg"] = round((proc_cpu_s(os.getpid()) - client0) / result["messages"] * 1e6, 1)
+        # which side bounds the drain: a thread busy nearly all the time (an event loop, grpc's poller)
+        result["server_busiest_thread"] = busiest_thread(server_threads0, threads_cpu_s(server.pid), seconds)
+        result["client_busiest_thread"] = busiest_thread(client_threads0, threads_cpu_s(os.getpid()), seconds)
     finally:
         server.kill()
         server.wait(20)

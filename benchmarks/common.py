@@ -34,6 +34,37 @@ def proc_cpu_s(pid: int, tid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def threads_cpu_s(pid: int) -> dict[int, tuple[float, float]]:
+    """Per live thread of a process: seconds on a CPU and seconds runnable but waiting for one (schedstat), by
+    thread id (threads that end in between are missed)."""
+    out: dict[int, tuple[float, float]] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                on_cpu, waiting = f.read().split()[:2]
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        out[int(tid)] = (int(on_cpu) / 1e9, int(waiting) / 1e9)
+    return out
+
+
+def busiest_thread(
+    before: dict[int, tuple[float, float]], after: dict[int, tuple[float, float]], seconds: float
+) -> dict[str, float]:
+    """The thread runnable for the largest share of ``seconds`` between two :func:`threads_cpu_s` snapshots: its
+    share on a CPU and its share on a CPU or waiting for one. A runnable share near 1.0 says that thread (a Python
+    event loop, grpc's poller) is what bounds the process; on a loaded machine much of it is waiting."""
+    best = (0.0, 0.0)
+    for tid, (cpu, wait) in after.items():
+        cpu0, wait0 = before.get(tid, (0.0, 0.0))
+        spent = (cpu - cpu0, wait - wait0)
+        if sum(spent) > sum(best):
+            best = spent
+    if seconds <= 0:
+        return {"cpu": float("nan"), "runnable": float("nan")}
+    return {"cpu": round(best[0] / seconds, 3), "runnable": round(sum(best) / seconds, 3)}
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

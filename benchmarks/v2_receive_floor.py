@@ -48,6 +48,23 @@ def delivered_message() -> service_pb2.ReceiveMessageResponse:
     return response
 
 
+def ack_response(request: service_pb2.AckMessageRequest) -> service_pb2.AckMessageResponse:
+    """Every entry acknowledged, unchecked."""
+    ok = definition_pb2.Status(code=definition_pb2.Code.OK)
+    entries = [
+        service_pb2.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=ok)
+        for e in request.entries
+    ]
+    return service_pb2.AckMessageResponse(status=ok, entries=entries)
+
+
+def delivery_stamp() -> service_pb2.ReceiveMessageResponse:
+    """The response that ends a ReceiveMessage stream: when the batch was delivered."""
+    stamp = timestamp_pb2.Timestamp()
+    stamp.GetCurrentTime()
+    return service_pb2.ReceiveMessageResponse(delivery_timestamp=stamp)
+
+
 class FloorServicer(service_pb2_grpc.MessagingServiceServicer):
     """``total`` messages handed out in batches of the request's size; acks accepted unchecked."""
 
@@ -65,17 +82,10 @@ class FloorServicer(service_pb2_grpc.MessagingServiceServicer):
         await context.write(self.ok if n else self.none)
         for _ in range(n):
             await context.write(self.message)
-        stamp = timestamp_pb2.Timestamp()
-        stamp.GetCurrentTime()
-        await context.write(service_pb2.ReceiveMessageResponse(delivery_timestamp=stamp))
+        await context.write(delivery_stamp())
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
-        ok = definition_pb2.Status(code=definition_pb2.Code.OK)
-        entries = [
-            service_pb2.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=ok)
-            for e in request.entries
-        ]
-        return service_pb2.AckMessageResponse(status=ok, entries=entries)
+        return ack_response(request)
 
 
 async def serve(total: int) -> None:

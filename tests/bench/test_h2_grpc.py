@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("h2", reason="h2 is in the bench extra")
-
 from benchmarks.h2_grpc import frame, unframe_one
 from benchmarks.v2_receive_floor_h2 import check_official_client, check_stub, floor_server
 
@@ -26,8 +24,6 @@ def test_grpc_framing_round_trips_and_refuses_what_it_does_not_serve() -> None:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("flavour", ["h2", "grpclib", "grpclib-batch"])
 def test_grpcio_stub_receives_and_acks_from_the_floor_server(flavour: str) -> None:
-    if flavour.startswith("grpclib"):
-        pytest.importorskip("grpclib", reason="grpclib is in the bench extra")
     with floor_server(flavour, 3000) as server:
         assert check_stub(server.port, 3000)["ok"]
 

@@ -83,9 +83,11 @@ def plain_message_runs(
     if columns is None or not messages:
         return None
     sys_maps, user_maps, bodies = columns.sys_maps, columns.user_maps, columns.bodies
+    has_user = any(user_maps)
+    # every header name of the batch gathered in one C call each (a check per message cost 0.06 us a message)
     if (
-        not all(map(_PLAIN_SYS_HEADERS.issuperset, sys_maps))
-        or not all(map(MAPPED_HEADERS.isdisjoint, user_maps))
+        not set().union(*sys_maps) <= _PLAIN_SYS_HEADERS
+        or (has_user and not MAPPED_HEADERS.isdisjoint(chain.from_iterable(user_maps)))
         or 0 < compress_over < max(map(len, bodies))
     ):
         return None
@@ -95,7 +97,7 @@ def plain_message_runs(
     keys: list[list[str] | None] | None = None
     if any(map(dict.__contains__, sys_maps, repeat(keys_key))):  # only messages with keys pay for ``m.keys``
         keys = [m.keys if keys_key in h else None for m, h in zip(messages, sys_maps, strict=True)]
-    users = user_maps if any(user_maps) else None  # an empty map is a row without user properties
+    users = user_maps if has_user else None  # an empty map is a row without user properties
     builder = _builder(born_host, max_message_size)
     try:
         if not all(topics):

@@ -402,8 +402,17 @@ def test_plain_runs_are_cut_like_requests_and_keep_input_positions() -> None:
 
 @pytest.mark.parametrize(
     "tags",
-    [None, ["t"] * 7, ["t", None, "u", "", "t", None, "v"], [None] * 7],
-    ids=["no-tags", "one-tag", "mixed-tags", "none-tags"],
+    [
+        None,
+        ["t"] * 7,
+        ["t", None, "u", "", "t", None, "v"],
+        [None] * 7,
+        # properties of 128+ and 256+ bytes: a length byte over 0x7F, a high length byte
+        ["x" * 100] * 7,
+        ["y" * 300, None, "z" * 120] * 2 + [None],
+        ["é", "t", None, "é", "ü", "t", "é"],  # UTF-8 longer than the characters: the row loop's
+    ],
+    ids=["no-tags", "one-tag", "mixed-tags", "none-tags", "long-tag", "long-mixed-tags", "non-ascii-tags"],
 )
 def test_rows_with_at_most_a_tag_encode_as_the_general_encoder(tags: list[str | None] | None) -> None:
     # such rows take the builder's simple loop: byte for byte what the general MessageBatch encoder makes of them,

@@ -26,6 +26,8 @@ class KeyValue(MutableMapping[str, str]):
 
     def __init__(self, initial: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._data: dict[str, str] = {}  # read and written in bulk by oms.message's batch helpers too
+        if not initial and not kwargs:  # most maps start empty (two per message built)
+            return
         for key, value in {**(initial or {}), **kwargs}.items():
             self[key] = value
 

@@ -37,13 +37,23 @@ class BytesMessage:
         sys_headers: Mapping[str, Any] | None = None,
         user_headers: Mapping[str, Any] | None = None,
     ) -> None:
-        self.body = body
+        if type(body) is bytes:  # the usual body: nothing to check or convert
+            self._body = body
+        else:
+            self.body = body
         self._sys = KeyValue(sys_headers)
         self._user = KeyValue(user_headers)
+        # A non-empty str is what KeyValue would store as it is; anything else takes its checks and conversions.
         if destination is not None:
-            self._sys[BuiltinKeys.DESTINATION] = destination
+            if type(destination) is str and destination:
+                self._sys._data[BuiltinKeys.DESTINATION] = destination
+            else:
+                self._sys[BuiltinKeys.DESTINATION] = destination
         if tags is not None:
-            self.tags = tags
+            if type(tags) is str and tags:
+                self._sys._data[NonStandardKeys.TAGS] = tags
+            else:
+                self.tags = tags
         if keys is not None:
             self.keys = [keys] if isinstance(keys, str) else list(keys)
         if sharding_key is not None:

@@ -469,3 +469,21 @@ def test_pulled_records_decode_properties_only_when_asked():
     bad[4] ^= 0xFF  # the magic code
     with pytest.raises(oms.OMSRuntimeException, match="magic"):
         decode_records(bytes(bad))
+
+
+def test_a_message_built_from_any_accepted_type_holds_what_the_setters_would() -> None:
+    # the constructor stores a bytes body and non-empty str topic and tag as they are; anything else goes
+    # through the setters' checks and conversions
+    text = oms.BytesMessage("héllo", 7, tags=5)
+    assert text.body == "héllo".encode() and text.destination == "7" and text.tags == "5"
+    assert oms.BytesMessage(bytearray(b"ab"), "T").body == b"ab"
+    assert type(oms.BytesMessage(memoryview(b"ab"), "T").body) is bytes
+    empty = oms.BytesMessage(b"x", "", tags="")
+    assert empty.sys_headers().as_dict() == {oms.BuiltinKeys.DESTINATION: "", oms.NonStandardKeys.TAGS: ""}
+    with pytest.raises(TypeError):
+        oms.BytesMessage(12345, "T")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        oms.BytesMessage(b"x", "T", tags=None, sys_headers={"k": None})
+    plain = oms.BytesMessage(b"x", "T", tags="A")
+    assert dict(plain.sys_headers()) == {oms.BuiltinKeys.DESTINATION: "T", oms.NonStandardKeys.TAGS: "A"}
+    assert not plain.user_headers()

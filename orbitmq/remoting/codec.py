@@ -77,9 +77,15 @@ class RemotingCommand:
 
 
 def encode(cmd: RemotingCommand) -> bytes:
+    return encode_head(cmd, len(cmd.body)) + cmd.body
+
+
+def encode_head(cmd: RemotingCommand, body_len: int) -> bytes:
+    """The frame of ``cmd`` up to its body, for a body of ``body_len`` bytes sent after it (``cmd.body`` is not
+    read): a big body can then be written as it is, with no frame-sized copy made to join it to its head."""
     header = _encode_header(cmd)
-    length = 4 + len(header) + len(cmd.body)
-    return _INT.pack(length) + _INT.pack((int(cmd.serialize_type) << 24) | len(header)) + header + cmd.body
+    length = 4 + len(header) + body_len
+    return _INT.pack(length) + _INT.pack((int(cmd.serialize_type) << 24) | len(header)) + header
 
 
 def _encode_header(cmd: RemotingCommand) -> bytes:

@@ -74,7 +74,7 @@ class AppenderConfig:
     overflow: OverflowPolicy = OverflowPolicy.DROP_NEW
     block_timeout: float = 0.1
     batch_max_records: int = 8192  # records taken from the queue per send
-    linger: float = 0.01  # how long a first record (or, under a heavy load, a batch short of full) waits for company
+    linger: float = 0.01  # how long a first record waits for company before it is sent
     # records per packed message when a backlog builds up (1: never pack): the client's cost per message (about
     # 100 us of CPU over the sender and the client's loop) then weighs 0.4 us per record, not 1.6 as at 64
     records_per_message: int = 256

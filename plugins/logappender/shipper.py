@@ -289,12 +289,10 @@ class LogShipper:
             if not self._queue:
                 return True
             self._linger()  # the first record after a quiet spell waits a little for company
-        elif self._packing and len(self._queue) < self._batch_max:
+        elif self._packing and len(self._queue) <= self.config.pack_over:
             # Under a heavy load the queue is rarely empty, but a sender that took whatever was there would send
             # small batches one record per message (the client's dearest path: about 50 us of CPU each) and wake
-            # up, and take the GIL, once per handful of records: while batches pack, the sender waits up to linger
-            # for a full batch. Each request costs the sender about 120 us of CPU and the broker its own, whatever
-            # its size: full batches halve the requests of the bench's steady state (2-4k records each otherwise).
+            # up, and take the GIL, once per handful of records: while batches pack, a handful waits for company.
             # At a modest rate (batches too small to pack) records go as soon as the previous send is done.
             self._linger()
         batch = self._take()

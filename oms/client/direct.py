@@ -26,6 +26,28 @@ MAX_IDLE_PER_ADDRESS = 8  # connections kept for reuse per broker; more callers 
 RECV_BYTES = 64 * 1024  # answers to sends are small (a SendBatch answer of 1,024 offsets is under 10 KB)
 
 
+Body = bytes | Sequence[bytes]  # a request's serialized body, whole or in pieces to be written back to back
+
+
+def send_pieces(sock: socket.socket, pieces: Sequence[bytes], deadline: float) -> None:
+    """``sendall`` of the pieces joined, without joining them: one ``sendmsg`` per kernel write (a request of
+    several MB is written in a few), each resumed where the kernel stopped. ``TimeoutError`` past ``deadline``."""
+    views = [memoryview(p) for p in pieces if p]
+    while views:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        sent = sock.sendmsg(views)
+        while sent:
+            first = views[0]
+            if sent < len(first):
+                views[0] = first[sent:]
+                break
+            sent -= len(first)
+            del views[0]
+
+
 class DirectConnection:
     """One blocking socket to a broker's frame listener, used by one thread at a time (a pool lends it out)."""
 
@@ -37,14 +59,19 @@ class DirectConnection:
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._codec = FrameCodec()
 
-    def call(self, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout: float) -> bytes:
+    def call(self, method: str, body: Body, metadata: Sequence[tuple[str, str]], timeout: float) -> bytes:
         """The answer's body; ``FrameRpcError`` for the status a failed call answered (the connection stays good),
-        ``TimeoutError``/``OSError``/``FrameError`` when the connection failed (it must then be closed)."""
+        ``TimeoutError``/``OSError``/``FrameError`` when the connection failed (it must then be closed). ``body``
+        may come in pieces (``batch_wire``): they are written after the frame's head as they are."""
         deadline = time.monotonic() + timeout
-        opaque, frame = self._codec.request(method, body, metadata, timeout)  # over the frame limit: raises here
         sock = self._sock
-        sock.settimeout(timeout)
-        sock.sendall(frame)
+        if isinstance(body, bytes):
+            opaque, frame = self._codec.request(method, body, metadata, timeout)  # over the frame limit: raises here
+            sock.settimeout(timeout)
+            sock.sendall(frame)
+        else:
+            opaque, head = self._codec.request_head(method, sum(map(len, body)), metadata, timeout)
+            send_pieces(sock, [head, *body], deadline)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -88,7 +115,7 @@ class DirectPool:
         self.closed = False
 
     def call(
-        self, address: Address, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout: float
+        self, address: Address, method: str, body: Body, metadata: Sequence[tuple[str, str]], timeout: float
     ) -> bytes:
         """``method`` on the broker at ``address``; failures raise ``FrameRpcError`` with the status the gRPC
         transport would give (UNAVAILABLE: the connection failed; DEADLINE_EXCEEDED: no answer in time)."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from orbitmq.remoting.codec import RemotingCommand, encode, iter_frames
+from orbitmq.remoting.codec import RemotingCommand, encode, encode_head, iter_frames
 from orbitmq.remoting.codes import ResponseCode
 from orbitmq.remoting.grpc_frames import MAX_FRAME_BODY_BYTES, STATUS_FIELD, cancel_frame, request_frame, status_code
 
@@ -44,13 +44,21 @@ class FrameCodec:
         self, method: str, body: bytes, metadata: Sequence[tuple[str, str]], timeout_s: float
     ) -> tuple[int, bytes]:
         """The opaque and the bytes of a unary call of ``method`` (``/package.Service/Method``)."""
-        if len(body) > MAX_FRAME_BODY_BYTES:
+        opaque, head = self.request_head(method, len(body), metadata, timeout_s)
+        return opaque, head + body
+
+    def request_head(
+        self, method: str, body_len: int, metadata: Sequence[tuple[str, str]], timeout_s: float
+    ) -> tuple[int, bytes]:
+        """``request`` without the body: the opaque and the frame's bytes up to a body of ``body_len`` bytes, which
+        the caller writes after them (from pieces: no request-sized join)."""
+        if body_len > MAX_FRAME_BODY_BYTES:
             raise FrameRpcError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{method}: the request of {len(body)} bytes exceeds the frame limit of {MAX_FRAME_BODY_BYTES}",
+                f"{method}: the request of {body_len} bytes exceeds the frame limit of {MAX_FRAME_BODY_BYTES}",
             )
         opaque = next(self._opaque)
-        return opaque, encode(request_frame(method, body, metadata, int(timeout_s * 1000), opaque))
+        return opaque, encode_head(request_frame(method, b"", metadata, int(timeout_s * 1000), opaque), body_len)
 
     def cancel(self, opaque: int) -> bytes:
         """The frame that gives up call ``opaque`` (the broker stops its handler: a long poll takes nothing more)."""

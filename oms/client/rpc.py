@@ -16,6 +16,7 @@ import grpc.aio
 from google.protobuf.message import Message
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
+from oms.client.batch_wire import SendBatchWire
 from oms.client.direct import DirectPool
 from oms.client.endpoints import Endpoint
 from oms.client.frames import FrameChannel
@@ -199,7 +200,7 @@ class Rpc:
         return self._direct(endpoint, f"/{_MESSAGING_SERVICE}/{method}", method, request, response_type, timeout)
 
     def send_batch_direct(
-        self, endpoint: Endpoint, request: produce_pb2.SendBatchRequest, timeout: float
+        self, endpoint: Endpoint, request: produce_pb2.SendBatchRequest | SendBatchWire, timeout: float
     ) -> produce_pb2.SendBatchResponse | None:
         """``send_batch`` made as ``call_direct`` makes a call; None also where ``send_batch`` gives None."""
         if endpoint in self.pool.without_send_batch:
@@ -217,10 +218,10 @@ class Rpc:
         address = self.pool.frame_address(endpoint)
         if address is None:
             return None
+        # a hand-serialized SendBatch goes in pieces: its payload is written as it is, never copied (batch_wire)
+        body = request.pieces() if isinstance(request, SendBatchWire) else request.SerializeToString()
         try:
-            answer = self.pool.direct.call(
-                address, path, request.SerializeToString(), self.headers.build(), max(timeout, 0.001)
-            )
+            answer = self.pool.direct.call(address, path, body, self.headers.build(), max(timeout, 0.001))
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, f"{method} to {endpoint}") from None
         return response_type.FromString(answer)

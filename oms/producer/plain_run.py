@@ -13,6 +13,7 @@ from typing import TypeVar, cast, overload
 
 from rocketmq.grpc_protocol import definition_pb2
 
+from oms.client.batch_wire import SendBatchWire
 from oms.client.identity import new_message_ids
 from oms.convert import WireMessage, v2_message, validate_producer_body
 from oms.message import BytesMessage
@@ -112,7 +113,11 @@ class PlainRun(Sequence[WireMessage]):
         )
 
     def request(self, queue_id: int) -> produce_pb2.SendBatchRequest:
-        return produce_pb2.SendBatchRequest(
+        return self.wire(queue_id).to_pb()
+
+    def wire(self, queue_id: int) -> SendBatchWire:
+        """The request serialized by hand (the direct path writes the payload as it is: ``batch_wire``)."""
+        return SendBatchWire(
             topic=self.topic,
             queue_id=queue_id,
             messages=self.payload,

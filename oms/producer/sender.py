@@ -17,6 +17,7 @@ from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
+from oms.client.batch_wire import SendBatchWire
 from oms.client.core import ClientCore
 from oms.client.routes import RouteQueue, TopicRoute
 from oms.client.rpc import SUCCESS_CODES
@@ -187,15 +188,21 @@ def partition_pinned(pinned: RouteQueue | None) -> bool:
 def send_batch_request(wires: Sequence[WireMessage], queue_id: int = ANY_QUEUE) -> produce_pb2.SendBatchRequest | None:
     """``wires`` (one topic) as a ``Produce/SendBatch`` request to ``queue_id`` (the broker picks one by default),
     or None when one of them needs v2 SendMessage (delay, transaction, message group, compressed body, namespace)."""
+    wire = send_batch_wire(wires, queue_id)
+    return None if wire is None else wire.to_pb()
+
+
+def send_batch_wire(wires: Sequence[WireMessage], queue_id: int = ANY_QUEUE) -> SendBatchWire | None:
+    """``send_batch_request`` serialized by hand, for the direct path: its payload is never copied (batch_wire)."""
     if isinstance(wires, PlainRun):
-        return wires.request(queue_id)
+        return wires.wire(queue_id)
     entries = []
     for w in wires:
         props = w.batch_properties
         if props is None or w.message_type != definition_pb2.NORMAL:
             return None
         entries.append(BatchEntry(0, w.body, props))
-    return produce_pb2.SendBatchRequest(
+    return SendBatchWire(
         topic=wires[0].topic,
         queue_id=queue_id,
         messages=encode_message_batch(entries),
@@ -374,7 +381,7 @@ class Sender:
         if core.rpc.pool.frame_address(queue.endpoint) is None:  # before any request is built: the loop builds it
             return None
         partition = partition_pinned(pinned)
-        batch_request = _batch_request(wires, pinned, partition, fast_batch)
+        batch_request = _batch_wire(wires, pinned, partition, fast_batch)
         started = time.monotonic()
         try:
             batched = None
@@ -408,10 +415,18 @@ def _batch_request(
 ) -> produce_pb2.SendBatchRequest | None:
     """The SendBatch request an attempt tries first: always for a partition-ordered send (it names the chosen
     queue, v2 SendMessage cannot), for ``fast_batch`` sends without a chosen queue; None: v2 SendMessage."""
+    wire = _batch_wire(wires, pinned, partition, fast_batch)
+    return None if wire is None else wire.to_pb()
+
+
+def _batch_wire(
+    wires: Sequence[WireMessage], pinned: RouteQueue | None, partition: bool, fast_batch: bool
+) -> SendBatchWire | None:
+    """``_batch_request`` serialized by hand, for a direct attempt (its frame carries the payload uncopied)."""
     if partition:
         assert pinned is not None
-        return send_batch_request(wires, pinned.queue.queue_id)
-    return send_batch_request(wires) if fast_batch and pinned is None else None
+        return send_batch_wire(wires, pinned.queue.queue_id)
+    return send_batch_wire(wires) if fast_batch and pinned is None else None
 
 
 def _batch_results(

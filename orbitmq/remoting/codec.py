@@ -77,9 +77,15 @@ class RemotingCommand:
 
 
 def encode(cmd: RemotingCommand) -> bytes:
+    return encode_head(cmd, len(cmd.body)) + cmd.body
+
+
+def encode_head(cmd: RemotingCommand, body_len: int) -> bytes:
+    """The frame of ``cmd`` up to its body, for a body of ``body_len`` bytes sent after it (``cmd.body`` is not
+    read): a big body can then be written as it is, with no frame-sized copy made to join it to its head."""
     header = _encode_header(cmd)
-    length = 4 + len(header) + len(cmd.body)
-    return _INT.pack(length) + _INT.pack((int(cmd.serialize_type) << 24) | len(header)) + header + cmd.body
+    length = 4 + len(header) + body_len
+    return _INT.pack(length) + _INT.pack((int(cmd.serialize_type) << 24) | len(header)) + header
 
 
 def _encode_header(cmd: RemotingCommand) -> bytes:
@@ -112,15 +118,15 @@ def _encode_header(cmd: RemotingCommand) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def decode(frame: bytes) -> RemotingCommand:
-    """One frame without its leading total-length field."""
+def decode(frame: bytes | memoryview) -> RemotingCommand:
+    """One frame without its leading total-length field (a view of a read buffer is copied once, into the body)."""
     if len(frame) < 4:
         raise FrameError(f"frame of {len(frame)} bytes is shorter than its header-length field")
     (mark,) = _INT.unpack_from(frame, 0)
     kind, header_len = (mark >> 24) & 0xFF, mark & 0xFFFFFF
     if header_len > len(frame) - 4:
         raise FrameError(f"header length {header_len} exceeds the frame's {len(frame) - 4} bytes")
-    header = frame[4 : 4 + header_len]
+    header = bytes(frame[4 : 4 + header_len])
     body = frame[4 + header_len :]
     if kind == SerializeType.JSON:
         cmd = _decode_json(header)
@@ -206,7 +212,12 @@ def iter_frames(pending: bytearray, data: bytes) -> Iterator[RemotingCommand]:
         if end - pos - 4 < total:
             break
         start, pos = pos + 4, pos + 4 + total
-        yield decode(bytes(view[start:pos]))
+        # decoded from a view, copied once into the body: ``bytes(view[start:pos])`` of a bytearray made two
+        # frame-sized copies more, and big short-lived buffers are what glibc trims and faults back in for the
+        # next request (a broker taking 2 MB SendBatch requests: 0.3-0.4 us of CPU per record of 250 bytes)
+        with memoryview(view) as whole, whole[start:pos] as frame:
+            cmd = decode(frame)
+        yield cmd  # no view is held while the caller has the frame: a left-over view would pin ``pending``'s size
     if view is pending:
         del pending[:pos]
     else:

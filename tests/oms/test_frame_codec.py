@@ -62,3 +62,13 @@ def test_an_error_answer_reads_as_the_grpc_status() -> None:
     with pytest.raises(FrameRpcError) as unknown:
         answer_body(_answer(4, b"", ResponseCode.SYSTEM_ERROR), METHOD)
     assert unknown.value.code() == grpc.StatusCode.UNKNOWN
+
+
+def test_a_request_head_and_its_body_written_after_it_are_the_whole_request() -> None:
+    body = b"payload" * 1000
+    opaque, frame = FrameCodec().request(METHOD, body, [("x-mq-client-id", "c1")], 2.0)
+    same, head = FrameCodec().request_head(METHOD, len(body), [("x-mq-client-id", "c1")], 2.0)
+    assert same == opaque and head + body == frame
+    with pytest.raises(FrameRpcError) as err:
+        FrameCodec().request_head(METHOD, MAX_FRAME_BODY_BYTES + 1, [], 1.0)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

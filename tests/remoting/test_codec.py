@@ -108,3 +108,17 @@ def test_json_ext_fields_read_as_java_strings() -> None:
     header = json.dumps({"code": 310, "extFields": {"k": False, "m": True, "e": 3, "n": None}}).encode()
     cmd = decode(struct.pack(">i", len(header)) + header)
     assert cmd.ext_fields == {"k": "false", "m": "true", "e": "3", "n": ""}
+
+
+def test_frames_cut_from_a_pending_buffer_own_their_bodies_and_leave_it_resizable() -> None:
+    """Frames are decoded from a view of the read buffer (no frame-sized copies but the body): the body is a
+    ``bytes`` of its own, and a caller that stops after the first frame can still resize the buffer."""
+    cmds = [RemotingCommand(9100, i, body=bytes([i]) * 70_000, serialize_type=SerializeType.ROCKETMQ) for i in (1, 2)]
+    stream = b"".join(encode(c) for c in cmds)
+    pending = bytearray(stream[:100])
+    frames = iter_frames(pending, stream[100:])
+    first = next(frames)
+    assert type(first.body) is bytes and first == cmds[0]
+    frames.close()
+    pending += b"more"  # no view of it is left behind (a BufferError otherwise)
+    assert decode(memoryview(encode(cmds[1]))[4:]) == decode(encode(cmds[1])[4:]) == cmds[1]

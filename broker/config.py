@@ -18,6 +18,7 @@ from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.config import ConfigError, build_config, load_properties
 from orbitmq.delay import DEFAULT_MESSAGE_DELAY_LEVEL
 from orbitmq.limits import DEFAULT_BROKER_GRPC_PORT, DEFAULT_TOPIC_QUEUE_NUMS
+from orbitmq.malloc_tuning import MAX_KEEP_FREED_MB
 from orbitmq.metrics.config import MetricsConfig
 from orbitmq.net import EVERY_INTERFACE
 from orbitmq.tls import TlsConfig
@@ -78,6 +79,9 @@ class BrokerConfig(TlsConfig, MetricsConfig):  # TLS keys: orbitmq/tls.py; metri
     # Python runtime (docs/broker.md, "Latency and the Python runtime")
     gcFreezeAfterStartup: bool = True  # gc.freeze() once started: gen-2 collections skip the startup heap
     gcThresholds: str = ""  # "gen0,gen1,gen2" for gc.set_threshold; empty keeps Python's defaults (700,10,10)
+    # MiB of freed heap glibc keeps for the next requests instead of trimming it after each (orbitmq/malloc_tuning.py);
+    # 0 keeps glibc's own thresholds
+    mallocKeepFreedMb: int = 64
     # Replication (docs/ha.md); a SYNC_MASTER's send waits up to the store's syncFlushTimeout for a slave
     brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
     # master: where slaves connect; 0 = a free port, which slaves learn from the name servers (RocketMQ: listenPort+1)
@@ -183,6 +187,8 @@ def load_broker_settings(
     broker.validate_ha()
     broker.validate_metrics()
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
+    if not 0 <= broker.mallocKeepFreedMb <= MAX_KEEP_FREED_MB:
+        raise ConfigError(f"mallocKeepFreedMb must be 0-{MAX_KEEP_FREED_MB} (MiB), got {broker.mallocKeepFreedMb}")
     ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
     broker.validate_tls()
     known = {f.name for cls in (BrokerConfig, MessageStoreConfig, PopConfig) for f in dataclasses.fields(cls)}

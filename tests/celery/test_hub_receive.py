@@ -164,6 +164,7 @@ def test_hub_consumer_goes_on_after_a_broker_restart(
         assert "after" in got, got
         fetcher = channel._fetchers[qname]
         assert isinstance(fetcher, HubFetcher)
-        # back on a connection of its own once the client knows the frame listener again (asked again 0.5 s after a loss)
+        # back on a connection of its own once the client knows the frame listener again (asked again 0.5 s after
+        # a loss)
         assert _run(hub, lambda: fetcher._round is not None and fetcher._round.opaque > 0, 20)
     channel.close()

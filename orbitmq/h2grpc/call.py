@@ -171,6 +171,8 @@ class Call:
             return
         self.cancelled = True
         self.out.clear()
+        if self.requests is not None:
+            self.requests.end()  # a task of the handler's own reading the requests is not left waiting
         self._cancel_task()
         self._close()
 

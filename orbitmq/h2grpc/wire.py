@@ -14,7 +14,7 @@ import grpc
 
 PREFIX = 5  # compressed flag + 4-byte big-endian length
 GRPC_CONTENT_TYPE = b"application/grpc"
-ACCEPT_ENCODING = b"identity,gzip"  # what request messages may be compressed with; answers are never compressed
+ACCEPT_ENCODING = b"identity,deflate,gzip"  # what request messages may be compressed with; answers are never compressed
 RESPONSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b":status", b"200"),
     (b"content-type", GRPC_CONTENT_TYPE),

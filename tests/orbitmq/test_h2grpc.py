@@ -268,9 +268,11 @@ def test_oversize_request_is_refused_before_the_handler(served: ServerThread, ch
     assert channel.unary_unary(_method("Unary"))(b"x" * MAX_RECEIVE, timeout=5) == b"echo:" + b"x" * MAX_RECEIVE
 
 
-def test_gzip_requests_are_decoded(served: ServerThread) -> None:
-    with grpc.insecure_channel(f"127.0.0.1:{served.port}", compression=grpc.Compression.Gzip) as ch:
+@pytest.mark.parametrize("compression", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_compressed_requests_are_decoded(served: ServerThread, compression: grpc.Compression) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{served.port}", compression=compression) as ch:
         assert ch.unary_unary(_method("Unary"))(b"z" * 5000, timeout=5) == b"echo:" + b"z" * 5000
+        assert list(ch.stream_stream(_method("Chat"))(iter([b"y" * 3000]), timeout=5)) == [b"re:" + b"y" * 3000]
 
 
 def _raw_exchange(port: int, payload: bytes) -> bytes:

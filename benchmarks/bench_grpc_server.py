@@ -1,9 +1,5 @@
-"""The broker's gRPC port served by orbitmq/h2grpc (grpcServer=h2) against grpc.aio.server (grpcServer=grpcio).
-
-``python -m benchmarks.bench_grpc_server [--rounds N] [--messages N]``: two brokers (one per server), alternated
-rounds of the v2 ReceiveMessage + AckMessage drain (issue 22: broker / stream ceiling, broker / floor), v2
-SendMessage batches of 1,024 and sequential unary latency; load average recorded per round.
-"""
+"""``python -m benchmarks.bench_grpc_server``: brokers on grpcServer=h2 and grpcio in alternated rounds: v2 receive +
+ack over the stream ceiling and the floor (issue 22), v2 SendMessage x1,024, sequential unary latency, the load."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The broker's gRPC port on asyncio and hyper-h2 instead of grpcio: same handlers, one socket write per loop turn.
-
-wire (gRPC framing, trailers, metadata) · context (the ServicerContext) · call (one stream) · protocol (one
-connection) · server (``H2Server``, the ``grpc.aio.Server`` surface the broker uses). docs/broker.md explains why.
-"""
+"""The broker's gRPC port on asyncio and hyper-h2 instead of grpcio (grpcServer=h2, docs/broker.md): wire, context,
+call (one stream), protocol (one connection, one socket write per loop turn) and server (``H2Server``)."""
 
 from orbitmq.h2grpc.server import H2Server
 

@@ -1,8 +1,5 @@
-"""One gRPC call on an HTTP/2 stream: reads its request messages, runs its handler in a task, buffers its answer.
-
-Writes only append framed messages to the call's buffer and mark the connection dirty; the connection hands every
-dirty call's bytes to h2 and the socket once per loop turn (protocol.py), so a call's 32 messages cost one write.
-"""
+"""One gRPC call on an HTTP/2 stream: reads its requests, runs its handler in a task, and buffers its answer until the
+connection's once-per-loop-turn flush (protocol.py), so a call's 32 messages cost one socket write, not 32."""
 
 from __future__ import annotations
 

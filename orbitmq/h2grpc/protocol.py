@@ -1,9 +1,5 @@
-"""One HTTP/2 connection of the gRPC server: h2 events to calls, and one socket write per loop turn for every call.
-
-Calls mark the connection dirty when they have something to send; a single ``call_soon`` flush then hands each
-dirty call's bytes to h2 within the peer's windows and writes everything h2 produced (answers, SETTINGS and PING
-acknowledgements, WINDOW_UPDATEs) in one ``transport.write``.
-"""
+"""One HTTP/2 connection of the gRPC server: h2 events to calls, and one ``call_soon`` flush per loop turn that hands
+every dirty call's bytes to h2 within the peer's windows and writes all h2 produced in one ``transport.write``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``H2Server``: what the broker uses of ``grpc.aio.Server`` (handlers, ports, start, stop), on asyncio and h2.
-
-Ports are bound when added, as grpcio does, so the caller learns a free port at once; listening starts in ``start``.
-"""
+"""``H2Server``: what the broker uses of ``grpc.aio.Server`` (handlers, ports, start, stop) on asyncio and h2; ports
+are bound when added, as grpcio does, so a caller learns port 0's port at once, and served from ``start``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""gRPC's wire format over HTTP/2: message framing, status trailers, deadlines and metadata headers.
-
-Pure functions and one incremental reader; no sockets and no h2 here (protocol.py and call.py use them).
-"""
+"""gRPC's wire format over HTTP/2: message framing, status trailers, deadlines and metadata headers; pure functions
+and one incremental reader, no sockets and no h2 (protocol.py and call.py use them)."""
 
 from __future__ import annotations
 

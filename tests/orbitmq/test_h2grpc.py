@@ -1,6 +1,5 @@
-"""orbitmq/h2grpc driven by a real grpcio client: every handler kind, flow control past the 64 KiB window, deadlines,
-cancellation, status and metadata round trips, refusals (oversize, unknown method, HTTP/1.1, garbage), many
-concurrent streams and a graceful stop. The server runs on its own event loop thread in this process."""
+"""orbitmq/h2grpc against a real grpcio client, the server on its own loop thread: every handler kind, flow control,
+deadlines, cancellation, status and metadata, refusals, HTTP/1.1 and garbage, many streams, graceful stop."""
 
 from __future__ import annotations
 

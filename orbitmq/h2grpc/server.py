@@ -19,10 +19,12 @@ log = get_logger("h2grpc.server")
 
 DEFAULT_MAX_MESSAGE = 4 * 1024 * 1024  # grpcio's default receive limit
 DEFAULT_MAX_CONCURRENT_STREAMS = 4096  # per connection; each official client keeps a few long polls open
+DEFAULT_HANDSHAKE_TIMEOUT_MS = 120_000  # grpc-core's: a connection that never says HTTP/2 is closed
 _OPTION_LIMITS = {
     "grpc.max_receive_message_length": "max_receive",
     "grpc.max_send_message_length": "max_send",
     "grpc.max_concurrent_streams": "max_concurrent_streams",
+    "grpc.server_handshake_timeout_ms": "handshake_timeout_ms",
 }
 # grpcio options with nothing to do here (no port sharing: bind refuses a taken port)
 _IGNORED_OPTIONS = frozenset({"grpc.so_reuseport"})
@@ -38,7 +40,12 @@ class H2Server:
     """A drop-in for the parts of ``grpc.aio.Server`` the broker uses; calls are served on the running loop."""
 
     def __init__(self, options: Sequence[tuple[str, int]] = ()) -> None:
-        values = {"max_receive": DEFAULT_MAX_MESSAGE, "max_send": -1, "max_concurrent_streams": 0}
+        values = {
+            "max_receive": DEFAULT_MAX_MESSAGE,
+            "max_send": -1,
+            "max_concurrent_streams": 0,
+            "handshake_timeout_ms": DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        }
         for name, value in options:
             if name in _OPTION_LIMITS:
                 values[_OPTION_LIMITS[name]] = int(value)
@@ -48,6 +55,7 @@ class H2Server:
             max_receive=values["max_receive"],
             max_send=values["max_send"] if values["max_send"] >= 0 else 1 << 62,
             max_concurrent_streams=values["max_concurrent_streams"] or DEFAULT_MAX_CONCURRENT_STREAMS,
+            handshake_timeout_s=values["handshake_timeout_ms"] / 1000,
         )
         self._generic: list[grpc.GenericRpcHandler] = []
         self._registered: dict[str, grpc.RpcMethodHandler] = {}
@@ -115,7 +123,11 @@ class H2Server:
         loop = asyncio.get_running_loop()
         for listener in self._listeners:
             server = await loop.create_server(
-                lambda: self._new_connection(loop), sock=listener.sock, ssl=listener.ssl_context, backlog=1024
+                lambda: self._new_connection(loop),
+                sock=listener.sock,
+                ssl=listener.ssl_context,
+                backlog=1024,
+                ssl_handshake_timeout=self.limits.handshake_timeout_s if listener.ssl_context is not None else None,
             )
             self._servers.append(server)
 

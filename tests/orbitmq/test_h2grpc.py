@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from hyperframe.frame import DataFrame
 
 from orbitmq.grpc_guard import guarded_server
 from orbitmq.h2grpc import H2Server
@@ -120,10 +121,10 @@ def _handlers(rec: Recorder) -> grpc.GenericRpcHandler:
 class ServerThread:
     """An H2Server (behind grpc_guard, as the broker builds it) on an event loop of its own thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: tuple[tuple[str, int], ...] = ()) -> None:
         self.recorder = Recorder()
         self.loop = asyncio.new_event_loop()
-        self.server = H2Server([("grpc.max_receive_message_length", MAX_RECEIVE)])
+        self.server = H2Server([("grpc.max_receive_message_length", MAX_RECEIVE), *options])
         guarded_server(self.server).add_generic_rpc_handlers((_handlers(self.recorder),))
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -301,6 +302,22 @@ def test_http1_and_garbage_do_not_disturb_other_connections(served: ServerThread
         assert fresh.unary_unary(_method("Unary"))(b"fresh", timeout=5) == b"echo:fresh"
 
 
+def test_a_connection_that_never_says_http2_is_closed() -> None:
+    served = ServerThread((("grpc.server_handshake_timeout_ms", 300),))
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock:
+            sock.sendall(b"PRI * HTTP/2.0\r\n")  # half a preface, then silence
+            started = time.monotonic()
+            while sock.recv(65536):  # the server's SETTINGS, then the end of the stream
+                pass
+            assert time.monotonic() - started < 3
+        with grpc.insecure_channel(f"127.0.0.1:{served.port}") as ch:  # a client that speaks is not cut off
+            call = ch.unary_unary(_method("Sleepy"))
+            assert call(b"0.5", timeout=5) == b"slept"
+    finally:
+        served.close()
+
+
 def test_many_concurrent_streams(channel: grpc.Channel) -> None:
     sleepy = channel.unary_unary(_method("Sleepy"))
     futures = [sleepy.future(b"0.2", timeout=20) for _ in range(300)]
@@ -331,6 +348,16 @@ def test_stop_past_the_grace_cancels_the_call(served: ServerThread, channel: grp
     with pytest.raises(grpc.RpcError) as err:
         future.result()
     assert err.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+def test_a_data_frame_repr_does_not_hex_encode_its_payload() -> None:
+    # h2 computes repr(frame) for every frame it receives (orbitmq/h2grpc/protocol.py)
+    frame = DataFrame(1, data=b"x" * 1_000_000)
+    started = time.perf_counter()
+    for _ in range(100):
+        text = repr(frame)
+    assert "1000000 bytes" in text
+    assert time.perf_counter() - started < 0.05  # hex-encoding 1 MB a hundred times takes ~0.5 s
 
 
 def test_wire_helpers() -> None:

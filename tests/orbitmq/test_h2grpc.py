@@ -14,6 +14,10 @@ from typing import Any
 
 import grpc
 import pytest
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.errors import ErrorCodes
+from h2.events import StreamEnded, StreamReset
 from hyperframe.frame import DataFrame
 
 from orbitmq.grpc_guard import guarded_server
@@ -316,6 +320,42 @@ def test_a_connection_that_never_says_http2_is_closed() -> None:
             assert call(b"0.5", timeout=5) == b"slept"
     finally:
         served.close()
+
+
+def _raw_h2_request(port: int, headers: list[tuple[bytes, bytes]]) -> list[object]:
+    """One request from a bare h2 client (grpcio refuses to send malformed metadata); the events it got back."""
+    config = H2Configuration(client_side=True, header_encoding=None)
+    config.validate_outbound_headers = config.normalize_outbound_headers = False  # send them as they are
+    conn = H2Connection(config)
+    conn.initiate_connection()
+    events: list[object] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        stream_id = conn.get_next_available_stream_id()
+        conn.send_headers(stream_id, headers)
+        conn.send_data(stream_id, b"\x00\x00\x00\x00\x02hi", end_stream=True)
+        sock.sendall(conn.data_to_send())
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(isinstance(e, StreamReset | StreamEnded) for e in events):
+            data = sock.recv(65536)
+            if not data:
+                break
+            events.extend(conn.receive_data(data))
+            sock.sendall(conn.data_to_send())
+    return events
+
+
+def test_malformed_headers_reset_the_stream_alone(served: ServerThread, channel: grpc.Channel) -> None:
+    base = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", _method("Unary").encode())]
+    base += [(b":authority", b"x"), (b"content-type", b"application/grpc"), (b"te", b"trailers")]
+    for bad in ((b"x-evil", b"a\r\nb"), (b"X-Upper", b"v"), (b"x-nul", b"a\x00")):
+        events = _raw_h2_request(served.port, [*base, bad])
+        resets = [e for e in events if isinstance(e, StreamReset)]
+        assert resets and resets[0].error_code == ErrorCodes.PROTOCOL_ERROR, (bad, events)
+    assert served.recorder.calls == 0
+    # the same request, well formed, is served
+    events = _raw_h2_request(served.port, [*base, (b"x-fine", b"v")])
+    assert any(isinstance(e, StreamEnded) for e in events) and served.recorder.calls == 1
+    assert channel.unary_unary(_method("Unary"))(b"still", timeout=5) == b"echo:still"
 
 
 def test_many_concurrent_streams(channel: grpc.Channel) -> None:

@@ -200,7 +200,8 @@ class Call:
         except Exception as exc:
             code = context.code()
             if code is None or code is grpc.StatusCode.OK:
-                log.warning("handler failed", method=self.method, error=repr(exc))
+                # grpc_guard and guarded() answer every expected failure: what reaches here is a bug, with its trace
+                log.exception("handler failed", method=self.method, error=repr(exc))
                 self.finish(grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
             else:  # a generated servicer's "not implemented": set_code, then raise
                 self.finish(code, context.details())

@@ -822,7 +822,11 @@ def run(quick: bool = False) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true")
+    # what serves the broker's gRPC port (broker key grpcServer; benchmarks/bench_grpc_server.py compares the two)
+    p.add_argument("--grpc-server", choices=("h2", "grpcio"), default=None)
     args = p.parse_args(argv)
+    if args.grpc_server is not None:
+        BROKER_OPTIONS["grpcServer"] = args.grpc_server
     result = run(quick=args.quick)
     path = write_result("e2e", result)
     print(json.dumps(result["summary"], indent=2))

@@ -17,7 +17,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc
 
 from broker import access
 from broker.builtin_plugins import builtin_plugins
-from broker.config import BrokerSettings
+from broker.config import BrokerSettings, GrpcServerKind
 from broker.consumer_filter_manager import ConsumerFilterManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.context import BrokerContext
@@ -45,6 +45,7 @@ from broker.transaction_service import TransactionService
 from orbitmq import tls
 from orbitmq.cluster_auth import ClusterCredentials
 from orbitmq.grpc_guard import guarded_server
+from orbitmq.h2grpc import H2Server
 from orbitmq.ha_state import parse_endpoints
 from orbitmq.logging import get_logger
 from orbitmq.metrics.exporters import Exporter, close_exporter, start_exporter
@@ -70,7 +71,7 @@ class BrokerController:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
         self.config = settings.broker
-        self.server: grpc.aio.Server | None = None
+        self.server: grpc.aio.Server | H2Server | None = None
         self.ctx: BrokerContext | None = None
         self.pop: PopService | None = None
         self.metrics: Exporter | None = None
@@ -169,8 +170,10 @@ class BrokerController:
         await self.pop.start()
 
         recorder = self.recorder
+        h2 = cfg.grpcServer is GrpcServerKind.H2
         server = guarded_server(
-            grpc.aio.server(options=GRPC_OPTIONS), observer=recorder.rpc.on_grpc if recorder is not None else None
+            H2Server(GRPC_OPTIONS) if h2 else grpc.aio.server(options=GRPC_OPTIONS),
+            observer=recorder.rpc.on_grpc if recorder is not None else None,
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingServicer(ctx, self.pop), server)
         self._add_admin(server, ctx)
@@ -178,7 +181,8 @@ class BrokerController:
         produce_pb2_grpc.add_ProduceServicer_to_server(ProduceServicer(ctx), server)
         pop_pb2_grpc.add_PopServicer_to_server(PopServicer(ctx, self.pop), server)
         transport_pb2_grpc.add_TransportsServicer_to_server(TransportsServicer(lambda: self.frames_addr), server)
-        self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), cfg.server_credentials())
+        credentials = cfg.server_ssl_context() if h2 else cfg.server_credentials()
+        self.port = tls.add_port(server, bind_target(cfg.bind_host, cfg.listenPort), credentials)
         if cfg.listenPort == 0:
             # Port 0 in tests: advertise the real port.
             cfg.listenPort = self.port

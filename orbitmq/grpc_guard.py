@@ -1,7 +1,8 @@
 """Request bytes that do not decode get a protocol answer (INVALID_ARGUMENT naming the method and the message type)
 instead of gRPC's UNKNOWN carrying a Python exception; one wrapper for every service a server registers.
 
-``guarded_server(grpc.aio.server(...))`` is used by the broker and the name server.
+``guarded_server(grpc.aio.server(...))`` is used by the name server and the broker (whose default server is
+``orbitmq.h2grpc.H2Server``, which takes the same calls).
 """
 
 from __future__ import annotations

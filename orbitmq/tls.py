@@ -6,9 +6,11 @@ Key names follow RocketMQ's ``tls.server.*`` / ``tls.client.*`` settings in came
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -62,22 +64,50 @@ class TlsConfig:
                 "(gRPC cannot ask for an optional client certificate)"
             ) from None
 
-    def server_credentials(self) -> grpc.ServerCredentials | None:
-        """Credentials of the TLS listener, None for a plaintext one; ConfigError for a half or unreadable setup."""
-        if not self.tls_server_enabled:
-            return None
+    def _server_trust(self) -> tuple[ClientAuth, str]:
+        """The listener's client-auth mode and CA bundle path, checked; ConfigError for a half setup."""
         if not self.tlsServerCertPath.strip() or not self.tlsServerKeyPath.strip():
             raise ConfigError("TLS needs both tlsServerCertPath and tlsServerKeyPath")
         auth = self.client_auth()
         trust = self.tlsServerTrustCertPath.strip()
         if auth is ClientAuth.REQUIRE and not trust:
             raise ConfigError("tlsServerNeedClientAuth=require needs tlsServerTrustCertPath (the clients' CA)")
+        return auth, trust
+
+    def server_credentials(self) -> grpc.ServerCredentials | None:
+        """Credentials of the TLS listener, None for a plaintext one; ConfigError for a half or unreadable setup."""
+        if not self.tls_server_enabled:
+            return None
+        auth, trust = self._server_trust()
         pair = (_read("tlsServerKeyPath", self.tlsServerKeyPath), _read("tlsServerCertPath", self.tlsServerCertPath))
         return grpc.ssl_server_credentials(
             [pair],
             root_certificates=_read("tlsServerTrustCertPath", trust) if trust else None,
             require_client_auth=auth is ClientAuth.REQUIRE,
         )
+
+    def server_ssl_context(self) -> ssl.SSLContext | None:
+        """The same listener setup for the HTTP/2 server (orbitmq/h2grpc): TLS 1.2+, ALPN h2; None for plaintext."""
+        if not self.tls_server_enabled:
+            return None
+        auth, trust = self._server_trust()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2  # HTTP/2 forbids older versions (RFC 9113 §9.2)
+        context.set_alpn_protocols(["h2"])
+        _read("tlsServerCertPath", self.tlsServerCertPath)  # the same errors as server_credentials for a bad path
+        _read("tlsServerKeyPath", self.tlsServerKeyPath)
+        try:
+            context.load_cert_chain(self.tlsServerCertPath.strip(), self.tlsServerKeyPath.strip())
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"tlsServerCertPath/tlsServerKeyPath: not a PEM certificate and its key: {exc}") from exc
+        if trust:
+            _read("tlsServerTrustCertPath", trust)
+            try:
+                context.load_verify_locations(cafile=trust)
+            except (ssl.SSLError, OSError) as exc:
+                raise ConfigError(f"tlsServerTrustCertPath: not a PEM CA bundle: {exc}") from exc
+        context.verify_mode = ssl.CERT_REQUIRED if auth is ClientAuth.REQUIRE else ssl.CERT_NONE
+        return context
 
     def channel_credentials(self) -> grpc.ChannelCredentials | None:
         """Credentials of this process's outgoing calls, None when ``tlsEnable`` is off."""
@@ -120,8 +150,9 @@ class ListenError(OSError):
     """A listener could not bind: the message names the address and the likely cause, for one start-up line."""
 
 
-def add_port(server: grpc.aio.Server, target: str, credentials: grpc.ServerCredentials | None) -> int:
-    """Bind ``target`` with TLS when ``credentials`` is given; returns the port. ``ListenError`` when it cannot."""
+def add_port(server: Any, target: str, credentials: grpc.ServerCredentials | ssl.SSLContext | None) -> int:
+    """Bind ``target`` with TLS when ``credentials`` is given (grpc's for grpc.aio.Server, an ssl.SSLContext for
+    orbitmq.h2grpc.H2Server); returns the port. ``ListenError`` when it cannot."""
     cause: RuntimeError | None = None
     try:
         port = server.add_insecure_port(target) if credentials is None else server.add_secure_port(target, credentials)

@@ -72,17 +72,21 @@ class AbortError(Exception):
         self.details = details
 
 
+# a call's metadata as grpcio hands it to handlers: ``-bin`` values as bytes (orbitmq/h2grpc), the rest as text
+Metadata = tuple[tuple[str, str | bytes], ...]
+
+
 class FrameServicerContext:
     """What the broker's handlers read of a ``grpc.aio.ServicerContext``: metadata, peer, deadline, abort."""
 
     __slots__ = ("_deadline", "_metadata", "_peer")
 
-    def __init__(self, metadata: tuple[tuple[str, str], ...], peer: str, timeout_s: float | None) -> None:
+    def __init__(self, metadata: Metadata, peer: str, timeout_s: float | None) -> None:
         self._metadata = metadata
         self._peer = peer
         self._deadline = time.monotonic() + timeout_s if timeout_s is not None else None
 
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+    def invocation_metadata(self) -> Metadata:
         return self._metadata
 
     def peer(self) -> str:
@@ -113,7 +117,7 @@ class GrpcFrameDispatcher:
         if method in self._methods:
             return self._methods[method]
         found: _Unary | None = None
-        details = _CallDetails(method, ())
+        details = CallDetails(method, ())
         for generic in self._handlers:
             handler = generic.service(details)
             if handler is not None:
@@ -160,11 +164,11 @@ class GrpcFrameDispatcher:
 
 
 @dataclass(frozen=True)
-class _CallDetails:
+class CallDetails:
     """The two fields of ``grpc.HandlerCallDetails`` a generic handler looks at."""
 
     method: str
-    invocation_metadata: tuple[tuple[str, str], ...]
+    invocation_metadata: Metadata
 
 
 def _error(cmd: RemotingCommand, code: grpc.StatusCode, details: str) -> RemotingCommand:

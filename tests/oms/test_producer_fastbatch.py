@@ -505,3 +505,15 @@ def test_property_columns_refusals_name_the_row_or_the_columns() -> None:
         "T", [b"x"], None, None, own[:1], property_columns={"c": ["1"], "p0": ["x"]}, **limits
     ) or [None]
     assert run is not None and decode_properties(run.raw_properties[0])["p0"] == "x"
+
+
+def test_a_batch_of_two_topics_without_tags_or_keys_is_split_per_topic() -> None:
+    # no message carries a tag or keys: no pass reads them, and each topic's run still has its rows, in order
+    batch = [oms.BytesMessage(f"m{i}".encode(), "A" if i % 3 else "B") for i in range(9)]
+    runs = plain_message_runs(batch, born_host="h", max_message_size=1 << 20, compress_over=4096)
+    assert runs is not None
+    assert {r.topic: list(r.positions) for r in runs} == {"B": [0, 3, 6], "A": [1, 2, 4, 5, 7, 8]}
+    for run in runs:
+        assert [w.body for w in run] == [batch[p].body for p in run.positions]
+        assert all((w.batch_properties or {}).keys() == {"UNIQ_KEY"} for w in run)
+        assert [batch[p].message_id for p in run.positions] == run.ids

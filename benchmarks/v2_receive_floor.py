@@ -65,8 +65,9 @@ def delivery_stamp() -> service_pb2.ReceiveMessageResponse:
     return service_pb2.ReceiveMessageResponse(delivery_timestamp=stamp)
 
 
-class FloorServicer(service_pb2_grpc.MessagingServiceServicer):
-    """``total`` messages handed out in batches of the request's size; acks accepted unchecked."""
+class FloorState:
+    """What every floor server shares (this one and benchmarks.v2_receive_floor_h2's): the prebuilt message, the
+    statuses, and how many messages are left to hand out."""
 
     def __init__(self, total: int) -> None:
         self.left = total
@@ -76,9 +77,17 @@ class FloorServicer(service_pb2_grpc.MessagingServiceServicer):
             status=definition_pb2.Status(code=definition_pb2.Code.MESSAGE_NOT_FOUND)
         )
 
-    async def ReceiveMessage(self, request: Any, context: Any) -> None:
-        n = min(request.batch_size, self.left)
+    def take(self, batch_size: int) -> int:
+        n = min(batch_size, self.left)
         self.left -= n
+        return n
+
+
+class FloorServicer(FloorState, service_pb2_grpc.MessagingServiceServicer):
+    """``total`` messages handed out in batches of the request's size; acks accepted unchecked."""
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> None:
+        n = self.take(request.batch_size)
         await context.write(self.ok if n else self.none)
         for _ in range(n):
             await context.write(self.message)

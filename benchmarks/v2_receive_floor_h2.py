@@ -28,29 +28,12 @@ from typing import Any, NamedTuple
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from benchmarks import h2_grpc
-from benchmarks.v2_receive_floor import ack_response, delivered_message, delivery_stamp
+from benchmarks.v2_receive_floor import FloorState, ack_response, delivered_message, delivery_stamp
 
 SERVICE = "/apache.rocketmq.v2.MessagingService"
 OK = definition_pb2.Status(code=definition_pb2.Code.OK)
 RECEIVE = f"{SERVICE}/ReceiveMessage"
 ACK = f"{SERVICE}/AckMessage"
-
-
-class FloorState:
-    """What every floor flavour shares: the prebuilt message and how many are left to hand out."""
-
-    def __init__(self, total: int) -> None:
-        self.left = total
-        self.message = delivered_message()
-        self.ok = service_pb2.ReceiveMessageResponse(status=definition_pb2.Status(code=definition_pb2.Code.OK))
-        self.none = service_pb2.ReceiveMessageResponse(
-            status=definition_pb2.Status(code=definition_pb2.Code.MESSAGE_NOT_FOUND)
-        )
-
-    def take(self, batch_size: int) -> int:
-        n = min(batch_size, self.left)
-        self.left -= n
-        return n
 
 
 class H2Floor(FloorState):

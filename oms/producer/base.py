@@ -233,11 +233,13 @@ class ProducerBase(MessagingClient):
         if on_threads:
             self._dispatch(self._finish_coalesced, *rows_of(on_threads), error)
         for loop, rows in on_loops.items():
+            # The sends are over once answered: what is left runs on a loop the producer does not own, which may
+            # close before it runs a callback handed to it, so shutdown does not wait for it.
+            self._coalesced_finished(len(rows))
             try:
                 loop.call_soon_threadsafe(self._finish_on_loop, *rows_of(rows), error)
             except RuntimeError:  # the caller's loop is closed: nobody awaits these any more
                 log.info("%d sends completed after their event loop closed", len(rows))
-                self._coalesced_finished(len(rows))
 
     def _finish_coalesced(
         self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
@@ -260,20 +262,17 @@ class ProducerBase(MessagingClient):
         self, items: Sequence[Coalesced], results: Sequence[SendResult] | None, error: BaseException | None
     ) -> None:
         """``_finish_coalesced`` for the asyncio face, on its caller's loop (where its hooks run)."""
-        try:
-            for i, item in enumerate(items):
-                waiter: LoopWaiter = item.token
-                result = results[i] if results is not None else None
-                self._hooks.after_send(waiter.message, result, error)
-                if waiter.future.done():
-                    continue  # the caller was cancelled: nobody waits for the outcome
-                if error is not None:
-                    waiter.future.set_exception(error)
-                else:
-                    assert result is not None  # no error: the request's results, one per message
-                    waiter.future.set_result(result)
-        finally:
-            self._coalesced_finished(len(items))
+        for i, item in enumerate(items):
+            waiter: LoopWaiter = item.token
+            result = results[i] if results is not None else None
+            self._hooks.after_send(waiter.message, result, error)
+            if waiter.future.done():
+                continue  # the caller was cancelled: nobody waits for the outcome
+            if error is not None:
+                waiter.future.set_exception(error)
+            else:
+                assert result is not None  # no error: the request's results, one per message
+                waiter.future.set_result(result)
 
     def _coalesced_finished(self, n: int) -> None:
         with self._inflight_lock:

@@ -179,3 +179,26 @@ def test_every_queued_send_fails_when_the_broker_is_gone(broker_factory):
         for future in futures:
             with pytest.raises(oms.OMSRuntimeException):
                 future.result()
+
+
+@pytest.mark.timeout(120)
+def test_aio_sends_whose_loop_closed_do_not_hold_up_shutdown(broker):
+    topic = "OmsCoalesceClosedLoopT"
+    create_topic(broker.addr, topic)
+    with (
+        oms.get_messaging_access_point(f"oms:rocketmq://{broker.addr}/") as ap,
+        ap.create_producer() as producer,
+    ):
+        producer.send(oms.BytesMessage(b"warm-up", topic))
+
+        async def abandon() -> None:
+            aio = producer.aio()
+            sends = [asyncio.ensure_future(aio.send(oms.BytesMessage(f"x{i}".encode(), topic))) for i in range(300)]
+            await asyncio.sleep(0)  # every send handed to the producer; asyncio.run then cancels them, closes the loop
+            assert not any(send.done() for send in sends)
+
+        asyncio.run(abandon())
+        # the answers arrive for a loop that is gone: the producer still knows its sends are over
+        wait_until(lambda: producer._coalesced_pending == 0, timeout=30, what="the abandoned sends to be answered")
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < SHUTDOWN_GRACE_S, "shutdown waited for sends whose loop closed"

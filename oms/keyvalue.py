@@ -42,8 +42,8 @@ class KeyValue(MutableMapping[str, str]):
         self._data[key] = _to_string(key, value)
 
     def set_trusted(self, key: str, value: str) -> None:
-        """Set a string the library made itself (a message id), without the checks ``__setitem__`` makes for
-        values that come from users: the producer stamps one per message."""
+        """Set a string ``__setitem__`` would store as it is (a message id the library made, a non-empty ``str``
+        topic a message is built with), without its checks: the producer stamps one per message."""
         self._data[key] = value
 
     def as_dict(self) -> dict[str, str]:

@@ -46,12 +46,12 @@ class BytesMessage:
         # A non-empty str is what KeyValue would store as it is; anything else takes its checks and conversions.
         if destination is not None:
             if type(destination) is str and destination:
-                self._sys._data[BuiltinKeys.DESTINATION] = destination
+                self._sys.set_trusted(BuiltinKeys.DESTINATION, destination)
             else:
                 self._sys[BuiltinKeys.DESTINATION] = destination
         if tags is not None:
             if type(tags) is str and tags:
-                self._sys._data[NonStandardKeys.TAGS] = tags
+                self._sys.set_trusted(NonStandardKeys.TAGS, tags)
             else:
                 self.tags = tags
         if keys is not None:

@@ -1,14 +1,14 @@
 """The IndexDispatchService: a thread that puts the keys and unique keys of appended messages into the IndexFile.
 
-A put hands over one ``IndexJob`` under the put lock (so the index sees appends in order) and never waits for it;
-key queries wait for the jobs of earlier puts (read-your-writes).
+A put hands over one ``IndexJob`` under the put lock (so the index sees appends in order) and neither waits for it
+nor wakes the thread; key queries wait for the jobs of earlier puts (read-your-writes).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -104,16 +104,18 @@ def _run_of(
 
 
 class IndexDispatchService:
-    """Builds the index from the jobs puts submit, a little after each put (``indexDispatchDelayMs``)."""
+    """Builds the index from the jobs puts submit, on its own clock: every ``indexDispatchDelayMs`` while jobs keep
+    coming, every ``indexDispatchIdleMs`` once a look found none; a key query or a stop wakes it at once."""
 
     def __init__(self, index: IndexService, config: MessageStoreConfig) -> None:
         self._index = index
         self._config = config
-        self._queue: queue.SimpleQueue[IndexJob | None] = queue.SimpleQueue()
+        self._jobs: deque[IndexJob] = deque()  # appended under the put lock, taken by the thread (or drain())
         self.end_offset = 0  # end of the last record the thread finished
         self.enqueued = 0  # jobs submitted (written under the put lock)
         self.done = 0  # jobs built
-        self._wake = threading.Event()  # a key query cuts the dispatch delay short
+        self._stopping = False
+        self._wake = threading.Event()  # a key query or a stop cuts the wait short
         self._progress = threading.Condition()  # notified as each job is built
 
     def threads(self) -> list[threading.Thread]:
@@ -126,21 +128,23 @@ class IndexDispatchService:
     def submit(self, job: IndexJob) -> None:
         """Queue ``job`` (under the put lock, so jobs queue in append order)."""
         self.enqueued += 1
-        self._queue.put(job)
+        self._jobs.append(job)
 
     def stop(self) -> None:
         """End the thread once it has built what is queued."""
-        self._queue.put(None)
+        self._stopping = True
+        self._wake.set()
 
-    def drain(self) -> None:
-        """Build what is still queued (at shutdown: jobs of puts that raced with the stop)."""
+    def drain(self) -> int:
+        """Build what is still queued (the thread's work; at shutdown, jobs of puts that raced with the stop)."""
+        built = 0
         while True:
             try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if job is not None:
-                self._build(job)
+                job = self._jobs.popleft()
+            except IndexError:
+                return built
+            self._build(job)
+            built += 1
 
     def indexed_until(self, dispatched: int, enqueued: int) -> int:
         """Where the index is complete, given the CommitLog end ``dispatched`` and the jobs ``enqueued`` until then.
@@ -166,23 +170,17 @@ class IndexDispatchService:
             self._progress.wait_for(lambda: self.done >= target, self._config.indexQueryWaitMs / 1000)
 
     def _run(self) -> None:
-        # A put wakes this thread at the moment its own answers (the woken long polls, the producer's reply) need
-        # the GIL, and hashing 50 keys holds it ~0.1 ms. Waiting a little first keeps that off the latency path,
-        # and what arrived meanwhile is indexed in one go.
-        delay = self._config.indexDispatchDelayMs / 1000
-        while True:
-            job = self._queue.get()
-            if delay > 0 and job is not None:
-                self._wake.wait(delay)
-                self._wake.clear()
-            while job is not None:  # this put's keys, then whatever queued meanwhile, up to a stop
-                self._build(job)
-                try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-            else:
-                return
+        # Puts never wake this thread. Woken by a put, it wanted the GIL at the moment the put's own answers (the
+        # woken long polls, the producer's reply) did, on every put of a lone message; on its own clock its turns
+        # fall anywhere, and what arrived meanwhile is indexed in one go.
+        busy = self._config.indexDispatchDelayMs / 1000
+        idle = max(busy, self._config.indexDispatchIdleMs / 1000)
+        wait = idle
+        while not self._stopping:
+            self._wake.wait(wait)
+            self._wake.clear()
+            wait = busy if self.drain() else idle
+        self.drain()
 
     def _build(self, job: IndexJob) -> None:
         try:

@@ -68,6 +68,7 @@ class CommitLog:
                     mf.view[start:pos] = data
                     mf.wrote_position = pos
                     self.verified.add(mf.start_offset + start, mf.start_offset + pos)
+                    self.files.warm_ahead(mf)
                 if i < n:
                     # The next record does not fit: leave the blank marker, continue in the next segment.
                     codec.write_blank(mf.view, pos, mf.size - pos)

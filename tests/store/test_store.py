@@ -512,9 +512,10 @@ def test_a_new_stores_first_segment_is_prepared_warm_before_the_first_append(
     warmed: list[int] = []
     real_warm = mapped_file.MappedFile.warm
 
-    def recording(self: mapped_file.MappedFile) -> None:
-        warmed.append(self.start_offset)
-        real_warm(self)
+    def recording(self: mapped_file.MappedFile, upto: int | None = None, start: int = 0) -> None:
+        if start == 0:  # a segment's first window (later windows of the one being written start further in)
+            warmed.append(self.start_offset)
+        real_warm(self, upto, start)
 
     monkeypatch.setattr(mapped_file.MappedFile, "warm", recording)
     store = store_factory(warmMapedFileEnable=True)
@@ -525,6 +526,36 @@ def test_a_new_stores_first_segment_is_prepared_warm_before_the_first_append(
     assert [mf.start_offset for mf in files.files] == [0]
     files.wait_spare_ready(timeout=10)
     assert warmed == [0, 64 * 1024]  # and the next one is prepared behind it, as before
+
+
+def test_the_segment_being_written_is_warmed_a_window_ahead_of_the_writer(tmp_path: Path) -> None:
+    """A prepared segment is warmed for its first window only; the next window is read once the writer is half-way
+    into the current one, from the write position on, never past the segment's end."""
+    from broker.store.mapped_file import MappedFileQueue
+
+    window = 64 * 1024
+    files = MappedFileQueue(tmp_path, 1024 * 1024, warm=True, warm_window=window)
+    files.prepare_first()
+    files.wait_spare_ready(timeout=10)
+    mf = files.get_last_or_create()
+    try:
+        assert mf.warmed_to == window  # not the whole segment at once
+        mf.wrote_position = window // 2 - 1
+        files.warm_ahead(mf)
+        files.wait_spare_ready(timeout=10)
+        assert mf.warmed_to == window  # under half-way: nothing to do yet
+        mf.wrote_position = window // 2
+        files.warm_ahead(mf)
+        files.wait_spare_ready(timeout=10)
+        assert mf.warmed_to == window // 2 + window
+        mf.wrote_position = mf.size - 100
+        files.warm_ahead(mf)
+        files.wait_spare_ready(timeout=10)
+        assert mf.warmed_to == mf.size
+        files.warm_ahead(mf)  # all warm: no thread
+        assert files.get_last_or_create() is mf
+    finally:
+        files.shutdown()
 
 
 def test_a_segment_whose_warm_up_cannot_read_is_still_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

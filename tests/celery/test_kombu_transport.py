@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import json
 import socket
@@ -428,6 +429,31 @@ def test_unknown_url_option_and_bad_host(celery_broker: BrokerHandle) -> None:
     closed.close()
     with pytest.raises(BrokerUnreachable, match=f"127.0.0.1:{port}"):
         Connection(f"rocketmq://127.0.0.1:{port}", transport_options={"operation_timeout": 1}).connect()
+
+
+@pytest.mark.timeout(60)
+def test_a_lone_publish_is_stored_when_it_returns_and_a_burst_after_it_is_all_delivered(
+    conn: Connection, qname: str
+) -> None:
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    sender = conn.transport._sender
+    with Producer(conn) as producer:
+        producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
+        sender.flush(10)
+        time.sleep(0.05)  # idle: the next publish is sent and answered on this thread
+        producer.publish("lone", exchange=queue.exchange, routing_key=qname)
+        assert (len(sender._pending), sender._busy, sender._direct) == (0, 0, 0)  # answered before publish returned
+        assert conn.default_channel._size(qname) == 2
+        for i in range(200):  # back to back: not idle, handed over (sent in batches, answered later)
+            producer.publish(f"burst-{i}", exchange=queue.exchange, routing_key=qname)
+        sender.flush(10)
+    bodies: list[str] = []
+    with Consumer(conn, [queue], callbacks=[lambda body, m: (bodies.append(body), m.ack())]):
+        deadline = time.monotonic() + 20
+        while len(bodies) < 202 and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                conn.drain_events(timeout=1)
+    assert sorted(bodies) == sorted(["first", "lone", *(f"burst-{i}" for i in range(200))])
 
 
 @pytest.mark.timeout(60)

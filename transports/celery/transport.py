@@ -73,6 +73,9 @@ FAR_FUTURE_MS: Final = 4_102_444_800_000  # 2100-01-01: "the queue's end" for a 
 SETTLE_BATCH: Final = 256
 ACK_LINGER_S: Final = 0.02  # an ack waits this long for others to share its AckBatch call (the credit is free at once)
 SEND_BATCH: Final = 128  # messages per send request
+# A publish that comes this long after the one before, with nothing in flight, is sent and answered on the caller's
+# thread: no hand-off to the client's loop thread on the way out (a burst still goes asynchronously, in batches).
+IDLE_PUBLISH_S: Final = 0.002
 
 
 class BrokerUnreachable(ConnectionError):
@@ -627,6 +630,7 @@ class Sender:
         self._pending: deque[oms.BytesMessage] = deque()
         self._busy = 0  # messages taken by the thread and not answered yet
         self._direct = 0  # messages sent by publishers themselves, not answered yet
+        self._last_submit = 0.0  # time.monotonic() of the last publish
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="rocketmq-send", daemon=True)
@@ -646,7 +650,9 @@ class Sender:
                 self._cond.wait(left)
             # Nothing on its way: send from here (no hand-over to the thread, the lowest latency); else queue it
             # behind what is on its way, and the thread sends the queue in one request.
+            now = time.monotonic()
             direct = not self._pending and not self._busy and not self._direct
+            idle, self._last_submit = now - self._last_submit >= IDLE_PUBLISH_S, now
             if not direct:
                 self._pending.append(message)
                 self._cond.notify_all()
@@ -654,6 +660,10 @@ class Sender:
             self._direct += 1
         try:
             _, producer, _ = t._clients()
+            if idle:  # a lone publish: written and answered on this thread (its failure raises here)
+                producer.send(message)
+                self._done_direct()
+                return
             producer.send_async(message).add_listener(self._direct_sent)
         except BaseException:
             self._done_direct()

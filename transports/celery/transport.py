@@ -1294,9 +1294,10 @@ class Transport(virtual.Transport):
         self._send(producer, out)
 
     def _send(self, producer: Producer, out: oms.BytesMessage) -> None:
-        """Validate here (bad input raises at publish), then hand the message to the sender thread, which sends what
-        queued meanwhile in one batch (publisher confirms, asynchronously). A send that fails later is logged and
-        makes the next publish raise, so Celery's retry policy sees it. ``publish_window`` 0: wait for each send."""
+        """Validate here (bad input raises at publish), then send: a lone publish on this thread, answered here; in a
+        burst, through the sender thread, which sends what queued meanwhile in one batch (publisher confirms,
+        asynchronously). A send that fails later is logged and makes the next publish raise, so Celery's retry
+        policy sees it. ``publish_window`` 0: wait for each send."""
         failed = self._publish_failure
         if failed is not None:
             self._publish_failure = None

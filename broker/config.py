@@ -198,6 +198,13 @@ def load_broker_settings(
     broker.gc_thresholds()  # a malformed value fails at load, not after the broker started
     if not 0 <= broker.mallocKeepFreedMb <= MAX_KEEP_FREED_MB:
         raise ConfigError(f"mallocKeepFreedMb must be 0-{MAX_KEEP_FREED_MB} (MiB), got {broker.mallocKeepFreedMb}")
+    # 0 between looks keeps the index thread looking as long as puts bring keys; below 0 (or no idle pause) it
+    # would spin on the GIL for good
+    if store.indexDispatchDelayMs < 0 or store.indexDispatchIdleMs < 1:
+        raise ConfigError(
+            "indexDispatchDelayMs must be >= 0 and indexDispatchIdleMs >= 1 (ms), got "
+            f"{store.indexDispatchDelayMs} and {store.indexDispatchIdleMs}"
+        )
     ClusterCredentials.parse(broker.innerClientAuthenticationCredentials)  # likewise
     broker.validate_tls()
     known = {f.name for cls in (BrokerConfig, MessageStoreConfig, PopConfig) for f in dataclasses.fields(cls)}

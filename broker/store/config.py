@@ -41,8 +41,8 @@ class MessageStoreConfig:
     cleanResourceInterval: int = 10_000  # ms between retention checks
     maxMessageSize: int = MAX_MESSAGE_BODY_SIZE  # largest body a message may have (bytes)
     messageIndexEnable: bool = True  # index message keys and unique ids for query by key and id
-    indexDispatchDelayMs: int = 2  # ms between the index thread's looks for new keys while puts keep bringing them
-    indexDispatchIdleMs: int = 20  # ms between its looks once a look found none (puts never wake it; key queries do)
+    indexDispatchDelayMs: int = 2  # ms (>= 0) between the index thread's looks for new keys while puts bring them
+    indexDispatchIdleMs: int = 20  # ms (>= 1) between its looks once one found none (puts never wake it; queries do)
     indexQueryWaitMs: int = 100  # most a key query waits for the keys of puts made before it to be indexed
     maxHashSlotNum: int = 5_000_000  # hash slots per IndexFile
     maxIndexNum: int = 20_000_000  # entries per IndexFile

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import load_broker_settings
 from broker.store.config import FlushDiskType
 from broker.store.index_dispatch import IndexJob, KeyColumns
 from broker.store.message import MessageExt, MessageExtBrokerInner, tags_hash_code
@@ -22,6 +23,7 @@ from broker.store.results import (
     PutMessageStatus,
     PutResults,
 )
+from orbitmq.config import ConfigError
 from orbitmq.msgid import decode_offset_message_id
 from tests.store.conftest import StoreFactory
 from tests.waiting import wait_until
@@ -190,6 +192,13 @@ def test_index_dispatch_waits_but_a_key_query_reads_its_writes(store_factory: St
         assert found == {f"UNIQ{i}" for i in range(30)}
     finally:
         reopened.shutdown()
+
+
+def test_index_dispatch_pauses_that_would_spin_the_thread_are_refused_at_load() -> None:
+    assert load_broker_settings(None, {"indexDispatchDelayMs": "0"}).store.indexDispatchDelayMs == 0
+    for key, bad in (("indexDispatchDelayMs", "-1"), ("indexDispatchIdleMs", "0"), ("indexDispatchIdleMs", "-5")):
+        with pytest.raises(ConfigError, match="indexDispatchIdleMs >= 1"):
+            load_broker_settings(None, {key: bad})
 
 
 def test_one_index_job_per_put_names_its_keyed_messages(

@@ -11,14 +11,15 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
 import oms
-from tests.celery.conftest import INVISIBLE_S
-from tests.conftest import BrokerHandle
+from tests.celery.conftest import BROKER_OPTIONS, INVISIBLE_S
+from tests.conftest import BrokerFactory, BrokerHandle
 from transports.celery.options import TransportOptions, topic_for_queue
 from transports.celery.transport import BrokerUnreachable, CreditWaiter, Settle
 
@@ -454,6 +455,36 @@ def test_a_lone_publish_is_stored_when_it_returns_and_a_burst_after_it_is_all_de
             with contextlib.suppress(TimeoutError):
                 conn.drain_events(timeout=1)
     assert sorted(bodies) == sorted(["first", "lone", *(f"burst-{i}" for i in range(200))])
+
+
+@pytest.mark.timeout(120)
+def test_a_lone_publish_to_a_dead_broker_raises_a_connection_error_at_once(tmp_path: Path, qname: str) -> None:
+    factory = BrokerFactory(tmp_path)
+    try:
+        broker = factory.broker(options=BROKER_OPTIONS)
+        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+        with Connection(f"rocketmq://{broker.addr}", transport_options=OPTIONS) as c:
+            c.connect()
+            with Producer(c) as producer:
+                producer.publish("before", exchange=queue.exchange, routing_key=qname, declare=[queue])
+                broker.kill()
+                time.sleep(0.05)  # idle: the next publish is sent on this thread, and its failure raises here
+                with pytest.raises(c.connection_errors):
+                    producer.publish("lost", exchange=queue.exchange, routing_key=qname)
+                broker.start()
+                deadline = time.monotonic() + 30
+                while True:  # what Celery's publish retry policy does: the broker is back, the publish goes through
+                    try:
+                        producer.publish("after", exchange=queue.exchange, routing_key=qname)
+                        break
+                    except c.connection_errors:
+                        assert time.monotonic() < deadline, "publish did not go through after the broker restart"
+                        time.sleep(0.2)
+            got = _collect(c, queue, 2, timeout=10)
+            assert sorted(b for b, _ in got) == ["after", "before"]
+            _ack_all(got)
+    finally:
+        factory.stop_all()
 
 
 @pytest.mark.timeout(60)

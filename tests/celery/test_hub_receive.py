@@ -126,7 +126,7 @@ def test_cancelled_consumer_gives_back_what_its_receive_in_flight_brings(
     assert isinstance(fetcher, HubFetcher)
     consumer.cancel()
     _publish(conn, queue, ["late"])
-    assert _run(hub, lambda: fetcher._round is None, 5)  # the long poll answered with the message: given back
+    assert _run(hub, lambda: not fetcher._rounds, 5)  # the long poll answered with the message: given back
     with Connection(broker_url, transport_options=OPTIONS) as other:
         deadline = time.monotonic() + 5
         back = None
@@ -165,5 +165,57 @@ def test_hub_consumer_goes_on_after_a_broker_restart(
         fetcher = channel._fetchers[qname]
         assert isinstance(fetcher, HubFetcher)
         # back on a connection of its own once the client knows the frame listener again (asked 0.5 s after a loss)
-        assert _run(hub, lambda: fetcher._round is not None and fetcher._round.opaque > 0, 20)
+        assert _run(hub, lambda: bool(fetcher._rounds), 20)
+    channel.close()
+
+
+@pytest.mark.timeout(60)
+def test_acks_deferred_like_celery_keep_a_second_receive_in_flight_and_never_wait_for_a_timer(
+    hub_conn: tuple[Connection, Hub], qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Celery acks a task it was handed with ``hub.call_soon``: the acks of a batch run after it, so the next receive
+    goes out while the previous one is still in flight (the worker never idles for a round trip), and after the
+    first receive (through the client's loop, delivered from the hub's ready callbacks) the hub does not sit on
+    those acks until its next timer."""
+    conn, hub = hub_conn
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    _publish(conn, queue, list(range(40)))
+    got: list[Any] = []
+    held_at_delivery: list[int] = []
+    channel = conn.channel()
+
+    def on_message(body: Any, message: Any) -> None:
+        got.append(body)
+        held_at_delivery.append(len(channel._held))
+        hub.call_soon(message.ack)
+
+    slow_polls: list[float] = []
+    poll = hub.poller.poll
+
+    def timed_poll(timeout: float | None) -> Any:
+        pending = bool(hub._ready)  # callbacks queued for after this poll
+        start = time.monotonic()
+        events = poll(timeout)
+        if pending and time.monotonic() - start >= 0.5:
+            slow_polls.append(time.monotonic() - start)
+        return events
+
+    in_flight: list[int] = []
+    with Consumer(channel, [queue], callbacks=[on_message], prefetch_count=4):
+        fetcher = channel._fetchers[qname]
+        assert isinstance(fetcher, HubFetcher)
+        send_next = fetcher._send_next
+
+        def counted(r: Any) -> None:
+            send_next(r)
+            in_flight.append(len(fetcher._rounds))
+
+        monkeypatch.setattr(fetcher, "_send_next", counted)
+        monkeypatch.setattr(hub.poller, "poll", timed_poll)
+        assert _run(hub, lambda: len(got) == 40, 20), len(got)
+        assert _run(hub, lambda: not channel._held, 5)
+    assert sorted(got) == list(range(40))  # each once
+    assert max(held_at_delivery) <= 4  # the prefetch, exactly
+    assert max(in_flight) == 2, in_flight  # half the prefetch free again: a second receive while one is answered
+    assert not slow_polls, slow_polls  # the hub slept with acks waiting (a second: its next timer)
     channel.close()

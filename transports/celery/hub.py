@@ -6,6 +6,9 @@ call. No receive runs on the oms client's loop thread, and nothing crosses threa
 loop-thread fetcher cost the worker's main process a thread hand-off per receive (pipe, GIL) and that thread's
 asyncio work (docs/celery.md, "Fourth pass"). Acks, requeues and renewals stay with the settler on the client's loop.
 
+A second receive may start while one is in flight once half the prefetch is free again: where Celery acks as it
+hands a task over (the solo and thread pools, acks early), the worker would otherwise wait a round trip per batch.
+
 A receive the client must make itself goes through that loop (``Transport._receive_async``) and comes back with
 ``hub.call_soon``: the first one (the topic's route, the broker's frame listener), one after a failure (the broker
 may have moved: the client asks again), and every one for a broker without frames.
@@ -44,7 +47,7 @@ DEADLINE_CHECK_S = 1.0  # one repeating timer per fetcher checks it (a timer per
 @dataclass
 class _Round:
     """One receive for the channel's ``reserved`` credits: the queue's topics highest priority first, until one
-    brings messages (the lowest, last, long-polls)."""
+    brings messages (the lowest, last, long-polls). Keyed in its fetcher by the opaque of its call in flight."""
 
     meta: QueueMeta
     reserved: int
@@ -84,7 +87,7 @@ class HubFetcher:
         self.hub = hub
         self._waiter = HubWaiter(self)
         self._conn: HubConnection | None = None
-        self._round: _Round | None = None
+        self._rounds: dict[int, _Round] = {}  # by the opaque of the call in flight on _conn
         self._loop_receive: concurrent.futures.Future[tuple[list[dict[str, Any]], Exception | None]] | None = None
         self._through_loop = True  # the first receive goes through the client: it learns the route and frames
         self._linger_until: float | None = None
@@ -104,10 +107,10 @@ class HubFetcher:
         self.poll()
 
     def stop(self) -> None:
-        """Ends after the receive in flight, if any (what it brings becomes visible again at once)."""
+        """Ends after the receives in flight, if any (what they bring becomes visible again at once)."""
         self._stopping = True
         self._cancel_timer()
-        if self._round is None and self._loop_receive is None:
+        if not self._rounds and self._loop_receive is None:
             self.close()
 
     def close(self) -> None:
@@ -115,16 +118,21 @@ class HubFetcher:
         self._stopping = True
         self.transport._hub_fetchers.discard(self)
         self._cancel_timer()
-        conn, self._conn = self._conn, None
-        r = self._round
-        if conn is not None:
-            if r is not None and r.opaque:
-                conn.cancel(r.opaque)
-            else:
-                conn.close()
+        self._drop_connection()
         checker, self._checker = self._checker, None
         if checker is not None:
             checker.cancel()
+
+    def _drop_connection(self) -> None:
+        """Close the connection, cancelling its calls in flight (the broker ends their long polls); their credit
+        goes back to the channel."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.cancel(list(self._rounds))
+        rounds = list(self._rounds.values())
+        self._rounds.clear()
+        for r in rounds:
+            self.channel._received(r.reserved, [], buffered=True)
 
     def _cancel_timer(self) -> None:
         timer, self._timer = self._timer, None
@@ -134,18 +142,22 @@ class HubFetcher:
     # -- credit -------------------------------------------------------------------------------------------------
 
     def poll(self) -> None:
-        """Start a receive if none is in flight and the channel has the credit (see ``_take_credits``)."""
-        if self._stopping or self._round is not None or self._loop_receive is not None or self.channel.closed:
+        """Start a receive if the channel has the credit (see ``_take_credits``). With one in flight, only for half
+        the prefetch or more: the answer on its way brings tasks anyway, so no linger for a smaller one."""
+        if self._stopping or self._loop_receive is not None or self.channel.closed:
             return
+        busy = bool(self._rounds)
+        if busy and self._through_loop:
+            return  # a failure sent the next receive through the client's loop: after these answers
         now = time.monotonic()
-        over = self._linger_until is not None and now >= self._linger_until
+        over = not busy and self._linger_until is not None and now >= self._linger_until
         n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)
         if n:
             self._linger_until = None
             self._cancel_timer()
             self._start(n)
             return
-        if self._waiter.need > 1 and self._linger_until is None:
+        if self._waiter.need > 1 and self._linger_until is None and not busy:
             self._linger_until = now + RECEIVE_LINGER_S  # some credit is free: wait a little for more
             self._cancel_timer()
             self._timer = self.hub.call_later(RECEIVE_LINGER_S, self._fire)
@@ -163,12 +175,9 @@ class HubFetcher:
         if self._through_loop:
             self._receive_through_loop(reserved)
             return
-        self._round = _Round(meta, reserved, meta.topics(transport.options.priority_steps))
-        self._send_next()
+        self._send_next(_Round(meta, reserved, meta.topics(transport.options.priority_steps)))
 
-    def _send_next(self) -> None:
-        r = self._round
-        assert r is not None
+    def _send_next(self, r: _Round) -> None:
         transport = self.transport
         last = r.index == len(r.topics) - 1
         topic = r.topics[r.index]
@@ -180,13 +189,12 @@ class HubFetcher:
             log.debug("framed receive of %s not possible: %r", topic, exc)
             call = None
         if call is None:  # the client does not know where (yet): this receive goes through it
-            self._round = None
             self._receive_through_loop(r.reserved)
             return
         conn = self._conn
         if conn is None or conn.closed or conn.address != (call.host, call.port):
             if conn is not None:
-                conn.close()
+                self._drop_connection()  # the broker moved: what is in flight on the old connection is given up
             try:
                 conn = self._conn = HubConnection(
                     self.hub,
@@ -197,23 +205,26 @@ class HubFetcher:
                 )
             except OSError as exc:
                 self._conn = None
-                self._fail_round(f"cannot connect to {call.host}:{call.port}: {exc!r}")
+                self._fail_rounds(f"cannot connect to {call.host}:{call.port}: {exc!r}", r)
                 return
         r.call, r.consumer = call, consumer
         r.opaque, frame = conn.codec.request(call.method, call.body, call.metadata, call.timeout_s)
         r.deadline = time.monotonic() + call.timeout_s + DEADLINE_GRACE_S
-        conn.send(frame)
+        self._rounds[r.opaque] = r
+        conn.send(frame)  # a lost connection fails every round, this one too
 
     def _answered(self, conn: HubConnection, answer: RemotingCommand) -> None:
-        r = self._round
-        if r is None or conn is not self._conn or answer.opaque != r.opaque:
+        if conn is not self._conn:
+            return
+        r = self._rounds.pop(answer.opaque, None)
+        if r is None:
             return  # the answer to a call given up (a cancel crossed it)
-        r.opaque = 0
         assert r.call is not None and r.consumer is not None
         try:
             messages = r.consumer.framed_answer(r.call, answer_body(answer, r.call.method))
         except (FrameRpcError, OMSException, DecodeError) as exc:
-            self._fail_round(f"{r.call.what}: {exc}")  # refused: retried with backoff, as the loop's fetcher does
+            # refused: retried with backoff, as the loop's fetcher does
+            self._fail_rounds(f"{r.call.what}: {exc}", r)
             return
         transport = self.transport
         held, payloads, reparks = transport._accept(r.consumer, r.meta, messages)
@@ -221,9 +232,8 @@ class HubFetcher:
             transport._start_task(transport._repark_async(h, copy))
         if not payloads and r.index < len(r.topics) - 1:
             r.index += 1  # a higher bucket was empty: the next one, for the same credit
-            self._send_next()
+            self._send_next(r)
             return
-        self._round = None
         self._failures = 0
         self.channel._received(r.reserved, held, buffered=True)
         self._deliver(payloads)
@@ -233,45 +243,56 @@ class HubFetcher:
         channel = self.channel
         if self._stopping:  # received while the consumer was cancelled: visible again at once
             channel._give_back(payloads)
-            self.close()
+            if not self._rounds:
+                self.close()
             return
         done = 0
         try:
             for payload in payloads:
                 self.transport._deliver_one(channel, self.queue, payload)
                 done += 1
+                if done == 1 and len(payloads) > 1:
+                    # Look for credit while handing over (not before the first: a lone task goes first): a consumer
+                    # acking in its callback then starts the next receive as soon as half the prefetch is free.
+                    self.poll()
         finally:
             if done < len(payloads):  # a callback raised (into the hub): the rest must not hold credit forever
                 channel._give_back(payloads[done + 1 :])
         if self._stopping:  # a callback cancelled the consumer
-            self.close()
+            if not self._rounds:
+                self.close()
         else:
             self.poll()
 
     def _check_deadline(self) -> None:
-        r = self._round
-        if r is None or not r.opaque or time.monotonic() < r.deadline:
+        now = time.monotonic()
+        late = [r for r in self._rounds.values() if now >= r.deadline]
+        if not late:
             return
-        conn, self._conn = self._conn, None
+        conn, self._conn = self._conn, None  # the connection goes: what else is in flight on it too
         if conn is not None:
-            conn.cancel(r.opaque)
+            conn.cancel(list(self._rounds))
+        r = late[0]
         what = r.call.what if r.call is not None else self.queue
-        self._fail_round(f"{what}: no answer in time")
+        self._fail_rounds(f"{what}: no answer in time")
 
     def _failed(self, conn: HubConnection, reason: str) -> None:
         if conn is self._conn:
             self._conn = None
-            if self._round is not None:
-                self._fail_round(reason)
+            self._fail_rounds(reason)
 
-    def _fail_round(self, reason: str) -> None:
-        """A receive failed (the broker may be restarting): its credit back, a retry with backoff, through the
-        client's loop (which learns the broker's address again)."""
-        r, self._round = self._round, None
-        if r is not None:
+    def _fail_rounds(self, reason: str, failed: _Round | None = None) -> None:
+        """A receive failed (the broker may be restarting): the credit of ``failed`` (given) and of every receive
+        still in flight on a connection that is gone back, a retry with backoff, through the client's loop (which
+        learns the broker's address again). Receives on a live connection go on."""
+        gone = list(self._rounds.values()) if self._conn is None else []
+        if self._conn is None:
+            self._rounds.clear()
+        for r in ([failed] if failed is not None else []) + gone:
             self.channel._received(r.reserved, [], buffered=True)
         if self._stopping:
-            self.close()
+            if not self._rounds:
+                self.close()
             return
         delay = backoff_s(self._failures)
         self._failures += 1
@@ -318,3 +339,5 @@ class HubFetcher:
         self._failures = 0
         self._through_loop = False
         self._deliver(payloads)
+        if payloads:  # delivered from the hub's ready callbacks, not from a socket event (see _poke_hub)
+            self.transport._poke_hub()

@@ -18,9 +18,9 @@ READ_SIZE = 256 * 1024
 
 
 class HubConnection:
-    """One non-blocking TCP connection to a broker's frame listener, driven by the hub; one call in flight.
+    """One non-blocking TCP connection to a broker's frame listener, driven by the hub; a few calls in flight.
 
-    Requests are a few hundred bytes and never more than one is unanswered, so a write goes whole into the socket
+    Requests are a few hundred bytes and no more than a handful are unanswered, so a write goes whole into the socket
     buffer; the hub only ever watches the socket for reading (kombu's epoll poller cannot add write interest to an
     fd it reads), except while connecting."""
 
@@ -68,7 +68,7 @@ class HubConnection:
             self._write_rest(data[sent:])
 
     def _write_rest(self, rest: bytes) -> None:
-        """A write the socket did not take whole (never seen: one small request at a time): finish it blocking,
+        """A write the socket did not take whole (never seen: a few small requests at a time): finish it blocking,
         bounded by the call's timeout, rather than watch the socket for writing."""
         try:
             self._sock.settimeout(self._write_timeout_s)
@@ -112,11 +112,11 @@ class HubConnection:
         for answer in answers:
             self._on_answer(self, answer)
 
-    def cancel(self, opaque: int) -> None:
-        """Give up call ``opaque`` (the broker ends its long poll), then close."""
-        if self._connected and not self.closed:
+    def cancel(self, opaques: list[int]) -> None:
+        """Give up the calls ``opaques`` (the broker ends their long polls), then close."""
+        if opaques and self._connected and not self.closed:
             try:
-                self._sock.send(self.codec.cancel(opaque))
+                self._sock.send(b"".join(self.codec.cancel(opaque) for opaque in opaques))
             except OSError as exc:  # closing anyway: the broker ends the call when the connection goes
                 log.debug("cancel frame not sent: %r", exc)
         self.close()

@@ -952,6 +952,16 @@ class Transport(virtual.Transport):
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"x")
 
+    def _poke_hub(self) -> None:
+        """Make the hub's next socket poll return at once. What Celery does with a task it was handed (its ack, for
+        one) it defers with ``hub.call_soon``; made from a ready callback, that runs only after the next poll, which
+        waits up to the next timer (a second) when nothing else is readable: a solo worker sat on its first batch's
+        acks, its credit used up, for that long."""
+        with self._ready_cond:
+            wake, self._wake_sent = not self._wake_sent, True
+        if wake:
+            self._write_wake()
+
     def _deliver_ready(self) -> int:
         delivered = 0
         while True:

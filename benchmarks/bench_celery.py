@@ -7,6 +7,8 @@ worker command for all (``celery worker -P prefork -c 2``, default flags, ``-l W
 * publish rate: N no-op tasks sent with one producer (``send_task``), tasks/s;
 * drain rate: a worker started on the N queued tasks; from its first finished task to its last (its start-up is
   not counted), tasks/s; each task appends one byte to a file, which is how completions are counted;
+* solo drain rate: the same with ``celery worker -P solo`` (one process: tasks run on the thread that receives
+  them, so the transport's share of each task and its receive pipelining weigh more);
 * publish-to-start latency: sequential tasks 10 ms apart on a running worker, each writing ``now - sent``.
 
 Publish and drain are repeated (median reported). A peer whose server or client is missing is reported as
@@ -49,7 +51,9 @@ REPEATS_FULL = 3
 LATENCY_N_FULL = 300
 LATENCY_N_QUICK = 100
 LATENCY_GAP_S = 0.010
-WORKER_ARGS = ["-P", "prefork", "-c", "2", "-l", "WARNING", "-Q", "bench"]
+POOLS = {"prefork": ["-P", "prefork", "-c", "2"], "solo": ["-P", "solo"]}
+COMMON_ARGS = ["-l", "WARNING", "-Q", "bench"]
+WORKER_ARGS = [*POOLS["prefork"], *COMMON_ARGS]  # the issue's measurement: drain, latency
 PHASE_TIMEOUT_S = 180.0
 AB_STALL_S = 5.0
 AB_LATENCY_ROUND_TIMEOUT_S = 240.0
@@ -195,12 +199,19 @@ def _code_env(root: Path) -> dict[str, str]:
 
 
 @contextmanager
-def worker(url: str, workdir: Path, name: str, root: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:
+def worker(
+    url: str, workdir: Path, name: str, root: Path = ROOT, pool: str = "prefork"
+) -> Iterator[subprocess.Popen[bytes]]:
     env = {**_code_env(root), "ORBITMQ_BENCH_BROKER": url, "ORBITMQ_BENCH_DIR": str(workdir)}
     cmd = [sys.executable, "-m", "celery", "-A", "benchmarks.celery_bench_app", "worker", "-n", f"{name}@%h"]
     log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [*cmd, *WORKER_ARGS], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True
+        [*cmd, *POOLS[pool], *COMMON_ARGS],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=root,
+        start_new_session=True,
     )
     try:
         yield proc
@@ -254,10 +265,10 @@ def _await_first_task(proc: subprocess.Popen[bytes], trace: Path, log: Path) -> 
     return deadline
 
 
-def drain(url: str, workdir: Path, n: int, run: str, name: str) -> dict[str, Any]:
+def drain(url: str, workdir: Path, n: int, run: str, name: str, pool: str = "prefork") -> dict[str, Any]:
     """Start a worker on ``n`` queued ticks: tasks/s from its first finished task to its last."""
     trace = workdir / run
-    with worker(url, workdir, name) as proc:
+    with worker(url, workdir, name, pool=pool) as proc:
         deadline = _await_first_task(proc, trace, workdir / f"{name}.log")
         t0, first = time.perf_counter(), _size(trace)
         pids = _drain_pids(proc.pid, SERVER_PIDS.get(url, set()))
@@ -342,7 +353,7 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
             app = _client(url)
             stack.callback(_close_app, app)
             live[name] = (url, app, workdir)
-            results[name] = {"status": "ok", "url": url, "publish_rates": [], "drains": []}
+            results[name] = {"status": "ok", "url": url, "publish_rates": [], "drains": [], "solo_drains": []}
         for i in range(repeats):
             for name, (url, app, workdir) in live.items():
                 r = results[name]
@@ -352,6 +363,8 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
                 try:
                     r["publish_rates"].append(round(publish(app, n, f"drain-{i}")))
                     r["drains"].append(drain(url, workdir, n, f"drain-{i}", f"drain{i}"))
+                    publish(app, n, f"solo-{i}")
+                    r["solo_drains"].append(drain(url, workdir, n, f"solo-{i}", f"solo{i}", "solo"))
                 except Exception as exc:
                     r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
         for name, (url, app, workdir) in live.items():
@@ -366,6 +379,8 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
             r["publish_rate"] = round(statistics.median(r["publish_rates"]))
             r["drain_rate"] = round(statistics.median(d["rate"] for d in r["drains"]))
             r["drains"] = [{**d, "rate": round(d["rate"])} for d in r["drains"]]
+            r["solo_drain_rate"] = round(statistics.median(d["rate"] for d in r["solo_drains"]))
+            r["solo_drains"] = [{**d, "rate": round(d["rate"])} for d in r["solo_drains"]]
             r["cpu_ms_per_task"] = {
                 what: round(statistics.median(d["cpu_ms_per_task"].get(what, 0.0) for d in r["drains"]), 3)
                 for what in r["drains"][0]["cpu_ms_per_task"]
@@ -376,6 +391,7 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
         "repeats": repeats,
         "latency_tasks": latency_n,
         "worker": " ".join(WORKER_ARGS),
+        "solo_worker": " ".join([*POOLS["solo"], *COMMON_ARGS]),
         "brokers": results,
         "summary": summary(results),
     }
@@ -393,6 +409,7 @@ def summary(brokers: dict[str, Any]) -> dict[str, Any]:
         name: (
             {
                 "drain_tasks_per_s": r["drain_rate"],
+                "solo_drain_tasks_per_s": r["solo_drain_rate"],
                 "publish_tasks_per_s": r["publish_rate"],
                 "latency_p50_ms": r["latency"]["p50_ms"],
                 "latency_p99_ms": r["latency"]["p99_ms"],
@@ -406,6 +423,9 @@ def summary(brokers: dict[str, Any]) -> dict[str, Any]:
     if ours.get("status") == "ok" and peers:
         best = max(peers.values(), key=lambda r: r["drain_rate"])
         s["drain_over_best_peer"] = round(ours["drain_rate"] / best["drain_rate"], 2)
+        s["solo_drain_over_best_peer"] = round(
+            ours["solo_drain_rate"] / max(r["solo_drain_rate"] for r in peers.values()), 2
+        )
         s["publish_over_best_peer"] = round(ours["publish_rate"] / max(r["publish_rate"] for r in peers.values()), 2)
         s["latency_p99_vs_peers"] = {
             name: round(ours["latency"]["p99_ms"] / r["latency"]["p99_ms"], 2) for name, r in peers.items()
@@ -429,7 +449,7 @@ def _thread_cpu(pid: int) -> dict[str, float]:
     return out
 
 
-def ab_round(root: Path, n: int, workdir: Path) -> dict[str, Any]:
+def ab_round(root: Path, n: int, workdir: Path, pool: str = "prefork") -> dict[str, Any]:
     """One drain of ``n`` queued no-op tasks by the code under ``root`` (its broker and worker): the rate and the
     CPU per task of the worker's main process (and of each of its threads) and of the broker, first to last task."""
     with orbitmq_broker(workdir, root) as (url, broker_proc):
@@ -437,7 +457,7 @@ def ab_round(root: Path, n: int, workdir: Path) -> dict[str, Any]:
         try:
             publish(app, n, "ab")
             trace = workdir / "ab"
-            with worker(url, workdir, "ab", root) as proc:
+            with worker(url, workdir, "ab", root, pool) as proc:
                 deadline = _await_first_task(proc, trace, workdir / "ab.log")
                 t0, first = time.perf_counter(), _size(trace)
                 w0, b0, th0 = proc_cpu_s(proc.pid), proc_cpu_s(broker_proc.pid), _thread_cpu(proc.pid)
@@ -464,7 +484,7 @@ def ab_round(root: Path, n: int, workdir: Path) -> dict[str, Any]:
     }
 
 
-def ab(base: Path, n: int, rounds: int) -> dict[str, Any]:
+def ab(base: Path, n: int, rounds: int, pool: str = "prefork") -> dict[str, Any]:
     """Rounds alternate base and this checkout (the first of each pair alternates too), so a change of load on the
     shared machine hits both alike; medians per side."""
     detail: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
@@ -473,7 +493,7 @@ def ab(base: Path, n: int, rounds: int) -> dict[str, Any]:
         order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
         for side in order:
             with tempfile.TemporaryDirectory(prefix=f"bench-celery-ab-{side}-") as tmp:
-                r = ab_round(sides[side], n, Path(tmp))
+                r = ab_round(sides[side], n, Path(tmp), pool)
             print(f"bench_celery ab: round {i + 1}/{rounds} {side}: {json.dumps(r)}", file=sys.stderr, flush=True)
             detail[side].append(r)
     keys = ("drain_tasks_per_s", "worker_main_cpu_ms_per_task", "broker_cpu_ms_per_task")
@@ -486,7 +506,7 @@ def ab(base: Path, n: int, rounds: int) -> dict[str, Any]:
     summary["broker_cpu_after_over_before"] = round(a["broker_cpu_ms_per_task"] / b["broker_cpu_ms_per_task"], 2)
     return {
         "what": f"celery drain on OrbitMQ, base checkout {base} vs this one, alternated rounds, one broker and one "
-        f"'celery worker {' '.join(WORKER_ARGS)}' per round, no-op tasks published first",
+        f"'celery worker {' '.join([*POOLS[pool], *COMMON_ARGS])}' per round, no-op tasks published first",
         "tasks": n,
         "rounds": rounds,
         "rounds_detail": detail,
@@ -562,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab", type=Path, metavar="BASE", help="drain A/B against the checkout at BASE (OrbitMQ only)")
     parser.add_argument("--ab-tasks", type=int, default=6000)
     parser.add_argument("--ab-rounds", type=int, default=3)
+    parser.add_argument("--ab-pool", choices=sorted(POOLS), default="prefork", help="the drain A/B's worker pool")
     parser.add_argument(
         "--ab-latency", type=Path, metavar="BASE", help="latency A/B against the checkout at BASE (OrbitMQ only)"
     )
@@ -571,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ab_latency is not None:
         name, result = "celery-ab-latency", ab_latency(args.ab_latency.resolve(), args.ab_latency_tasks, args.ab_rounds)
     elif args.ab is not None:
-        name, result = "celery-ab", ab(args.ab.resolve(), args.ab_tasks, args.ab_rounds)
+        name, result = "celery-ab", ab(args.ab.resolve(), args.ab_tasks, args.ab_rounds, args.ab_pool)
     else:
         name, result = "celery", run(args.quick, args.brokers)
     path = write_result(name, result)

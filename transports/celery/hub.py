@@ -246,15 +246,14 @@ class HubFetcher:
             if not self._rounds:
                 self.close()
             return
+        # Look for credit before the hand-over: the broker takes the next receive while Celery works on these, and
+        # a consumer acking in its callback starts the one after as soon as half the prefetch is free again.
+        self.poll()
         done = 0
         try:
             for payload in payloads:
                 self.transport._deliver_one(channel, self.queue, payload)
                 done += 1
-                if done == 1 and len(payloads) > 1:
-                    # Look for credit while handing over (not before the first: a lone task goes first): a consumer
-                    # acking in its callback then starts the next receive as soon as half the prefetch is free.
-                    self.poll()
         finally:
             if done < len(payloads):  # a callback raised (into the hub): the rest must not hold credit forever
                 channel._give_back(payloads[done + 1 :])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import threading
 import time
 from collections import deque
@@ -121,6 +122,7 @@ class PullConsumerBase(ConsumerBase):
         super().__init__(context, attributes)
         self._cache: deque[BytesMessage] = deque()
         self._held: dict[str, _Held] = {}  # receipt handle -> where to ack
+        self._next_expiry = math.inf  # no held message's invisible time ends before this (time.monotonic())
         self._by_id: dict[str, str] = {}  # message id -> receipt handle (ack by id, as RocketMQ's OMS)
         self._state_lock = threading.Lock()
         self._round_robin = itertools.count()
@@ -238,19 +240,23 @@ class PullConsumerBase(ConsumerBase):
         return self._hold(call.ref, received.receipts) if received.receipts else []
 
     def _hold(self, ref: QueueRef, receipts: list[Receipt]) -> list[BytesMessage]:
-        visible_again = time.monotonic() + self.config.invisible_ms / 1000
+        now = time.monotonic()
+        visible_again = now + self.config.invisible_ms / 1000
         out = []
         with self._state_lock:
-            self._prune(time.monotonic())
+            if self._next_expiry < now:  # a scan of everything held only when something can have expired
+                self._prune(now)
             for r in receipts:
                 self._held[r.handle] = _Held(ref.endpoint, ref.queue.topic, r.message_id, visible_again)
                 self._by_id[r.message_id] = r.handle
                 out.append(r.message)
+            self._next_expiry = min(self._next_expiry, visible_again)
         return out
 
     def _prune(self, now: float) -> None:
         for handle in [h for h, held in self._held.items() if held.visible_again < now]:
             self._forget(handle)
+        self._next_expiry = min((held.visible_again for held in self._held.values()), default=math.inf)
 
     def _forget(self, handle: str) -> _Held | None:
         held = self._held.pop(handle, None)
@@ -285,6 +291,7 @@ class PullConsumerBase(ConsumerBase):
         with self._state_lock:
             self._forget(handle)
             held.visible_again = time.monotonic() + invisible_ms / 1000
+            self._next_expiry = min(self._next_expiry, held.visible_again)
             self._held[new] = held
             self._by_id[held.message_id] = new
         return new

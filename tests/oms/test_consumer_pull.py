@@ -53,6 +53,28 @@ def test_receive_ack_by_message_handle_or_id_and_nack(access_point, producer):
 
 
 @pytest.mark.timeout(60)
+def test_holds_past_their_invisible_time_are_forgotten_at_the_next_receive(access_point, producer):
+    """The consumer's ledger of received messages (where to ack) does not grow with handles the broker gave up on:
+    a receive forgets those past their invisible time (here a nack's, due at once), and leaves the others."""
+    for body in (b"h0", b"h1"):
+        producer.send(oms.BytesMessage(body, "OmsPullHold"))
+    with access_point.create_pull_consumer(consumer_id="GPullHold", consume_from_where="first") as pc:
+        pc.attach_queue("OmsPullHold")
+        got = {m.body: m for m in (pc.receive(5), pc.receive(5)) if m is not None}
+        assert sorted(got) == [b"h0", b"h1"]
+        pc.nack(got[b"h0"])  # visible again at once: its new handle's invisible time is over
+        nacked = pc._by_id[got[b"h0"].message_id or ""]
+        assert nacked in pc._held
+        again = pc.receive(5)
+        assert again is not None and again.body == b"h0" and again.reconsume_times == 1
+        assert nacked not in pc._held  # forgotten by the receive after its invisible time
+        assert again.receipt_handle in pc._held and got[b"h1"].receipt_handle in pc._held  # the live ones stay
+        pc.ack(again)
+        pc.ack(got[b"h1"])
+        assert not pc._held
+
+
+@pytest.mark.timeout(60)
 def test_queue_level_pull_commit_and_offsets(producer, pull_consumer):
     topic = "OmsPullQueues"
     before = int(time.time() * 1000) - 1

@@ -176,7 +176,7 @@ def test_acks_deferred_like_celery_keep_a_second_receive_in_flight_and_never_wai
     """Celery acks a task it was handed with ``hub.call_soon``: the acks of a batch run after it, so the next receive
     goes out while the previous one is still in flight (the worker never idles for a round trip), and after the
     first receive (through the client's loop, delivered from the hub's ready callbacks) the hub does not sit on
-    those acks until its next timer."""
+    those acks until its next timer. Once the queue is idle, one receive waits there, not two."""
     conn, hub = hub_conn
     queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
     _publish(conn, queue, list(range(40)))
@@ -214,7 +214,12 @@ def test_acks_deferred_like_celery_keep_a_second_receive_in_flight_and_never_wai
         monkeypatch.setattr(hub.poller, "poll", timed_poll)
         assert _run(hub, lambda: len(got) == 40, 20), len(got)
         assert _run(hub, lambda: not channel._held, 5)
-    assert sorted(got) == list(range(40))  # each once
+        # at an idle queue one receive waits (two would both be woken by every message)
+        assert _run(hub, lambda: False, 0.5) or len(fetcher._rounds) == 1, len(fetcher._rounds)
+        _publish(conn, queue, [40])
+        assert _run(hub, lambda: len(got) == 41 and not channel._held, 10)
+        assert _run(hub, lambda: False, 0.3) or len(fetcher._rounds) == 1, len(fetcher._rounds)
+    assert sorted(got) == list(range(41))  # each once
     assert max(held_at_delivery) <= 4  # the prefetch, exactly
     assert max(in_flight) == 2, in_flight  # half the prefetch free again: a second receive while one is answered
     assert not slow_polls, slow_polls  # the hub slept with acks waiting (a second: its next timer)

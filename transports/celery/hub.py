@@ -88,6 +88,7 @@ class HubFetcher:
         self._waiter = HubWaiter(self)
         self._conn: HubConnection | None = None
         self._rounds: dict[int, _Round] = {}  # by the opaque of the call in flight on _conn
+        self._backlog = False  # the last answer brought all it could: another receive in flight pays off
         self._loop_receive: concurrent.futures.Future[tuple[list[dict[str, Any]], Exception | None]] | None = None
         self._through_loop = True  # the first receive goes through the client: it learns the route and frames
         self._linger_until: float | None = None
@@ -142,13 +143,15 @@ class HubFetcher:
     # -- credit -------------------------------------------------------------------------------------------------
 
     def poll(self) -> None:
-        """Start a receive if the channel has the credit (see ``_take_credits``). With one in flight, only for half
-        the prefetch or more: the answer on its way brings tasks anyway, so no linger for a smaller one."""
+        """Start a receive if the channel has the credit (see ``_take_credits``). With one in flight, only while the
+        queue has a backlog (the last answer was full) and for half the prefetch or more: the answer on its way
+        brings tasks anyway, so no linger for a smaller one; at an idle queue the broker would park both receives
+        and wake both for every message."""
         if self._stopping or self._loop_receive is not None or self.channel.closed:
             return
         busy = bool(self._rounds)
-        if busy and self._through_loop:
-            return  # a failure sent the next receive through the client's loop: after these answers
+        if busy and (self._through_loop or not self._backlog):
+            return  # (through the loop: a failure sent the next receive there, after these answers)
         now = time.monotonic()
         over = not busy and self._linger_until is not None and now >= self._linger_until
         n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)
@@ -235,6 +238,7 @@ class HubFetcher:
             self._send_next(r)
             return
         self._failures = 0
+        self._backlog = len(messages) >= r.reserved
         self.channel._received(r.reserved, held, buffered=True)
         self._deliver(payloads)
 

@@ -63,6 +63,19 @@ def _count_loop_receives(transport: Transport, monkeypatch: pytest.MonkeyPatch) 
     return calls
 
 
+def _record_in_flight(fetcher: HubFetcher, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many receives the fetcher has in flight after each one it sends."""
+    counts: list[int] = []
+    send_next = fetcher._send_next
+
+    def counted(r: Any) -> None:
+        send_next(r)
+        counts.append(len(fetcher._rounds))
+
+    monkeypatch.setattr(fetcher, "_send_next", counted)
+    return counts
+
+
 @pytest.mark.timeout(60)
 def test_consumed_on_the_hub_prefetch_is_exact_and_receives_skip_the_client_loop(
     hub_conn: tuple[Connection, Hub], qname: str, monkeypatch: pytest.MonkeyPatch
@@ -202,17 +215,10 @@ def test_acks_deferred_like_celery_keep_a_second_receive_in_flight_and_never_wai
             slow_polls.append(time.monotonic() - start)
         return events
 
-    in_flight: list[int] = []
     with Consumer(channel, [queue], callbacks=[on_message], prefetch_count=4):
         fetcher = channel._fetchers[qname]
         assert isinstance(fetcher, HubFetcher)
-        send_next = fetcher._send_next
-
-        def counted(r: Any) -> None:
-            send_next(r)
-            in_flight.append(len(fetcher._rounds))
-
-        monkeypatch.setattr(fetcher, "_send_next", counted)
+        in_flight = _record_in_flight(fetcher, monkeypatch)
         monkeypatch.setattr(hub.poller, "poll", timed_poll)
         assert _run(hub, lambda: len(got) == 40, 20), len(got)
         assert _run(hub, lambda: not channel._held, 5)
@@ -248,17 +254,10 @@ def test_a_broker_restart_mid_drain_with_receives_in_flight_loses_nothing(
         got.append(body)
         hub.call_soon(message.ack)
 
-    in_flight: list[int] = []
     with Consumer(channel, [queue], callbacks=[on_message], prefetch_count=4):
         fetcher = channel._fetchers[qname]
         assert isinstance(fetcher, HubFetcher)
-        send_next = fetcher._send_next
-
-        def counted(r: Any) -> None:
-            send_next(r)
-            in_flight.append(len(fetcher._rounds))
-
-        monkeypatch.setattr(fetcher, "_send_next", counted)
+        in_flight = _record_in_flight(fetcher, monkeypatch)
         # after the restart above the first receives go through the client's loop; then two on the hub at once
         assert _run(hub, lambda: len(fetcher._rounds) == 2, 20), (len(got), in_flight[-5:])
         os.kill(celery_broker.process.pid, signal.SIGSTOP)  # answers nothing from here on

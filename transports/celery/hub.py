@@ -154,16 +154,27 @@ class HubFetcher:
             return  # (through the loop: a failure sent the next receive there, after these answers)
         now = time.monotonic()
         over = not busy and self._linger_until is not None and now >= self._linger_until
-        n = self.channel._take_credits(MAX_RECEIVE_BATCH, over, self._waiter)
+        n = self.channel._take_credits(self._receive_size(), over, self._waiter)
         if n:
             self._linger_until = None
             self._cancel_timer()
             self._start(n)
+            if self._backlog:
+                self.poll()  # the other half of the prefetch, if free: two receives share it
             return
         if self._waiter.need > 1 and self._linger_until is None and not busy:
             self._linger_until = now + RECEIVE_LINGER_S  # some credit is free: wait a little for more
             self._cancel_timer()
             self._timer = self.hub.call_later(RECEIVE_LINGER_S, self._fire)
+
+    def _receive_size(self) -> int:
+        """The most one receive takes: while the queue has a backlog, half the prefetch, so that two receives share
+        it and one is on its way while the other's tasks are handed over (one receive of all the credit, answered
+        with all of it, would leave nothing for a second: the overlap would not come back); else all that is free."""
+        prefetch = self.channel.qos.prefetch_count
+        if self._backlog and prefetch >= 2:
+            return min(MAX_RECEIVE_BATCH, prefetch // 2)
+        return MAX_RECEIVE_BATCH
 
     def _fire(self) -> None:
         self._timer = None
@@ -282,7 +293,8 @@ class HubFetcher:
     def _failed(self, conn: HubConnection, reason: str) -> None:
         if conn is self._conn:
             self._conn = None
-            self._fail_rounds(reason)
+            if self._rounds:  # with none in flight the next receive connects again (or fails then)
+                self._fail_rounds(reason)
 
     def _fail_rounds(self, reason: str, failed: _Round | None = None) -> None:
         """A receive failed (the broker may be restarting): the credit of ``failed`` (given) and of every receive

@@ -53,7 +53,14 @@ LATENCY_N_QUICK = 100
 LATENCY_GAP_S = 0.010
 POOLS = {"prefork": ["-P", "prefork", "-c", "2"], "solo": ["-P", "solo"], "threads": ["-P", "threads", "-c", "2"]}
 COMMON_ARGS = ["-l", "WARNING", "-Q", "bench"]
-WORKER_ARGS = [*POOLS["prefork"], *COMMON_ARGS]  # the issue's measurement: drain, latency
+
+
+def worker_args(pool: str = "prefork") -> list[str]:
+    """The ``celery worker`` flags of a run with ``pool`` (prefork: the issue's measurement, drain and latency)."""
+    return [*POOLS[pool], *COMMON_ARGS]
+
+
+WORKER_ARGS = worker_args()
 PHASE_TIMEOUT_S = 180.0
 AB_STALL_S = 5.0
 AB_LATENCY_ROUND_TIMEOUT_S = 240.0
@@ -206,7 +213,7 @@ def worker(
     cmd = [sys.executable, "-m", "celery", "-A", "benchmarks.celery_bench_app", "worker", "-n", f"{name}@%h"]
     log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [*cmd, *POOLS[pool], *COMMON_ARGS],
+        [*cmd, *worker_args(pool)],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -391,7 +398,7 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
         "repeats": repeats,
         "latency_tasks": latency_n,
         "worker": " ".join(WORKER_ARGS),
-        "solo_worker": " ".join([*POOLS["solo"], *COMMON_ARGS]),
+        "solo_worker": " ".join(worker_args("solo")),
         "brokers": results,
         "summary": summary(results),
     }
@@ -506,7 +513,7 @@ def ab(base: Path, n: int, rounds: int, pool: str = "prefork") -> dict[str, Any]
     summary["broker_cpu_after_over_before"] = round(a["broker_cpu_ms_per_task"] / b["broker_cpu_ms_per_task"], 2)
     return {
         "what": f"celery drain on OrbitMQ, base checkout {base} vs this one, alternated rounds, one broker and one "
-        f"'celery worker {' '.join([*POOLS[pool], *COMMON_ARGS])}' per round, no-op tasks published first",
+        f"'celery worker {' '.join(worker_args(pool))}' per round, no-op tasks published first",
         "tasks": n,
         "rounds": rounds,
         "rounds_detail": detail,

@@ -135,6 +135,11 @@ class HubFetcher:
         for r in rounds:
             self.channel._received(r.reserved, [], buffered=True)
 
+    def _close_if_idle(self) -> None:
+        """A stopping fetcher ends once no receive is in flight (what the others bring is given back on arrival)."""
+        if not self._rounds:
+            self.close()
+
     def _cancel_timer(self) -> None:
         timer, self._timer = self._timer, None
         if timer is not None:
@@ -258,8 +263,7 @@ class HubFetcher:
         channel = self.channel
         if self._stopping:  # received while the consumer was cancelled: visible again at once
             channel._give_back(payloads)
-            if not self._rounds:
-                self.close()
+            self._close_if_idle()
             return
         # Look for credit before the hand-over: the broker takes the next receive while Celery works on these, and
         # a consumer acking in its callback starts the one after as soon as half the prefetch is free again.
@@ -273,8 +277,7 @@ class HubFetcher:
             if done < len(payloads):  # a callback raised (into the hub): the rest must not hold credit forever
                 channel._give_back(payloads[done + 1 :])
         if self._stopping:  # a callback cancelled the consumer
-            if not self._rounds:
-                self.close()
+            self._close_if_idle()
         else:
             self.poll()
 
@@ -283,11 +286,9 @@ class HubFetcher:
         late = [r for r in self._rounds.values() if now >= r.deadline]
         if not late:
             return
-        conn, self._conn = self._conn, None  # the connection goes: what else is in flight on it too
-        if conn is not None:
-            conn.cancel(list(self._rounds))
         r = late[0]
         what = r.call.what if r.call is not None else self.queue
+        self._drop_connection()  # the connection goes: what else is in flight on it too
         self._fail_rounds(f"{what}: no answer in time")
 
     def _failed(self, conn: HubConnection, reason: str) -> None:
@@ -300,14 +301,12 @@ class HubFetcher:
         """A receive failed (the broker may be restarting): the credit of ``failed`` (given) and of every receive
         still in flight on a connection that is gone back, a retry with backoff, through the client's loop (which
         learns the broker's address again). Receives on a live connection go on."""
-        gone = list(self._rounds.values()) if self._conn is None else []
         if self._conn is None:
-            self._rounds.clear()
-        for r in ([failed] if failed is not None else []) + gone:
-            self.channel._received(r.reserved, [], buffered=True)
+            self._drop_connection()  # nothing left to cancel: their credit back
+        if failed is not None:
+            self.channel._received(failed.reserved, [], buffered=True)
         if self._stopping:
-            if not self._rounds:
-                self.close()
+            self._close_if_idle()
             return
         delay = backoff_s(self._failures)
         self._failures += 1

@@ -275,3 +275,50 @@ def test_a_broker_restart_mid_drain_with_receives_in_flight_loses_nothing(
         assert _run(hub, one_with_all, 20), [r.reserved for r in fetcher._rounds.values()]
         assert channel._reserved == 4
     channel.close()
+
+
+@pytest.mark.timeout(60)
+def test_at_an_idle_queue_the_next_receive_waits_for_the_hand_over(
+    hub_conn: tuple[Connection, Hub], qname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone task's next receive goes out once Celery handed the task over (its ack: acks early, or the solo pool
+    ran it), not while the task starts; a task that is not acked (``acks_late``) holds it back HAND_OVER_S at the
+    most. The next message is delivered either way."""
+    conn, hub = hub_conn
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    _publish(conn, queue, ["first"])
+    events: list[str] = []
+    got: list[Any] = []
+    ack_later = {"late"}  # bodies left unacked (acks_late) until the test acks them
+    channel = conn.channel()
+
+    def on_message(body: Any, message: Any) -> None:
+        events.append(f"delivered {body}")
+        got.append(message)
+        if body not in ack_later:
+            hub.call_soon(lambda: (events.append(f"acked {body}"), message.ack()))
+
+    with Consumer(channel, [queue], callbacks=[on_message], prefetch_count=4):
+        fetcher = channel._fetchers[qname]
+        assert isinstance(fetcher, HubFetcher)
+        # the first receive (through the client's loop) brings "first"; then one waits at the idle queue on the hub
+        assert _run(hub, lambda: len(got) == 1 and len(fetcher._rounds) == 1 and not channel._held, 20)
+        send_next = fetcher._send_next
+
+        def recorded(r: Any) -> None:
+            events.append("receive")
+            send_next(r)
+
+        monkeypatch.setattr(fetcher, "_send_next", recorded)
+        for body in ("lone", "late", "after"):
+            events.clear()
+            _publish(conn, queue, [body])
+            assert _run(hub, lambda: len(fetcher._rounds) == 1 and "receive" in events, 10), events
+            if body != "late":
+                assert events == [f"delivered {body}", f"acked {body}", "receive"], events
+            else:  # never acked: the receive went out anyway, with the task still held
+                assert events == ["delivered late", "receive"] and len(channel._held) == 1, events
+        assert _run(hub, lambda: len(channel._held) == 1, 5)  # "after" acked, "late" still held
+        got[2].ack()
+    assert [m.payload for m in got] == ["first", "lone", "late", "after"]
+    channel.close()

@@ -32,7 +32,7 @@ from oms.consumer.framed import FramedReceive
 from oms.errors import OMSException
 from orbitmq.remoting.codec import RemotingCommand
 from transports.celery.hub_connection import HubConnection
-from transports.celery.timing import RECEIVE_LINGER_S, backoff_s
+from transports.celery.timing import HAND_OVER_S, RECEIVE_LINGER_S, backoff_s
 
 if TYPE_CHECKING:
     from transports.celery.transport import QueueMeta, RocketMQChannel
@@ -265,9 +265,11 @@ class HubFetcher:
             channel._give_back(payloads)
             self._close_if_idle()
             return
-        # Look for credit before the hand-over: the broker takes the next receive while Celery works on these, and
-        # a consumer acking in its callback starts the one after as soon as half the prefetch is free again.
-        self.poll()
+        # With a backlog, look for credit before the hand-over: the broker takes the next receive while Celery works
+        # on these, and a consumer acking in its callback starts the one after once half the prefetch is free again.
+        # At an idle queue the next receive waits for the hand-over (_await_hand_over).
+        if self._backlog:
+            self.poll()
         done = 0
         try:
             for payload in payloads:
@@ -278,8 +280,19 @@ class HubFetcher:
                 channel._give_back(payloads[done + 1 :])
         if self._stopping:  # a callback cancelled the consumer
             self._close_if_idle()
-        else:
+        elif self._backlog or not payloads:
             self.poll()
+        else:
+            self._await_hand_over()
+
+    def _await_hand_over(self) -> None:
+        """At an idle queue the next receive waits until Celery has handed what came over (an ack: a pool child
+        accepted a task, or the solo pool ran it) or HAND_OVER_S passed (``acks_late``). Sent at once, it wakes
+        the broker while the task starts: on two cores the worker, the broker and the pool child then want a core
+        each, and the task waits (the latency tail). Nothing is waiting anyway: the last answer was not full."""
+        self._cancel_timer()
+        self._timer = self.hub.call_later(HAND_OVER_S, self._fire)
+        self.channel._await_settle(self._waiter)
 
     def _check_deadline(self) -> None:
         now = time.monotonic()

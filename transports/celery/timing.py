@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
+HAND_OVER_S: Final = 0.002  # at an idle queue, the most a receive waits for the hand-over of what came (hub.py)
 RECEIVE_LINGER_S: Final = 0.003  # a receive waits this long for more credit when under half the prefetch is free
 RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
 

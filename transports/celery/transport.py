@@ -200,6 +200,7 @@ class RocketMQChannel(virtual.Channel):
         self._lock = threading.Lock()  # the ledger below: the worker's thread settles, the I/O loop receives
         self._held: dict[str, Held] = {}  # delivery tag (first receipt handle) -> message
         self._credit_waiters: set[Waiter] = set()  # fetchers (one per consumed queue) waiting for credit
+        self._settle_waiters: set[Waiter] = set()  # fetchers waiting for a hand-over (hub.py, _await_hand_over)
         self._buffered = 0  # received, not yet handed to kombu
         self._reserved = 0  # receives in flight may bring this many
         self._fetchers: dict[str, Fetcher | HubFetcher] = {}
@@ -348,6 +349,11 @@ class RocketMQChannel(virtual.Channel):
             self._credit_waiters.add(waiter)
             return 0
 
+    def _await_settle(self, waiter: Waiter) -> None:
+        """Wake ``waiter`` at the next settle of a message of this channel (an ack: a task was handed over)."""
+        with self._lock:
+            self._settle_waiters.add(waiter)
+
     def _credit_freed(self) -> list[Waiter]:
         """Called after kombu's ledger freed a credit (with ``self._lock`` held): the waiters to wake, once the
         caller released the lock (a fetcher on the worker's hub polls at once, and takes the lock)."""
@@ -389,6 +395,9 @@ class RocketMQChannel(virtual.Channel):
         with self._lock:
             held = self._held.pop(delivery_tag, None)
             woken = self._credit_freed()
+            if self._settle_waiters:
+                woken = list(self._settle_waiters.union(woken))
+                self._settle_waiters.clear()
         for waiter in woken:
             waiter.wake()
         if held is None:

@@ -11,7 +11,8 @@ worker command for all (``celery worker -P prefork -c 2``, default flags, ``-l W
   them, so the transport's share of each task and its receive pipelining weigh more);
 * publish-to-start latency: sequential tasks 10 ms apart on a running worker, each writing ``now - sent``.
 
-Publish and drain are repeated (median reported). A peer whose server or client is missing is reported as
+Publish and drain are repeated (median reported); latency too, its percentiles over all rounds' samples. Rounds go
+round-robin over the brokers. A peer whose server or client is missing is reported as
 "not installed" (``make bench-peers-install`` installs them). Every process started is stopped by its PID.
 """
 
@@ -311,7 +312,18 @@ def _cpu_sum(pids: set[int]) -> float:
 
 
 def latency(app: Any, url: str, workdir: Path, count: int) -> dict[str, Any]:
+    return latency_summary(latency_samples(app, url, workdir, count))
+
+
+def latency_summary(ms: list[float]) -> dict[str, Any]:
+    return {"count": len(ms), "p50_ms": round(pct(ms, 50), 2), "p90_ms": round(pct(ms, 90), 2),
+            "p99_ms": round(pct(ms, 99), 2)}  # fmt: skip
+
+
+def latency_samples(app: Any, url: str, workdir: Path, count: int) -> list[float]:
+    """Publish-to-start of ``count`` sequential tasks on a fresh worker, in ms."""
     trace = workdir / "latency"
+    trace.unlink(missing_ok=True)  # an earlier round's: the warm-up below waits for this worker's first task
     with worker(url, workdir, "latency") as proc:
         # warm up until the worker answers, then sequential tasks LATENCY_GAP_S apart
         deadline = time.monotonic() + 60
@@ -332,14 +344,13 @@ def latency(app: Any, url: str, workdir: Path, count: int) -> dict[str, Any]:
             if len(lines) >= count:
                 break
             time.sleep(0.05)
-    ms = [float(x) for x in lines]
-    return {"count": len(ms), "p50_ms": round(pct(ms, 50), 2), "p90_ms": round(pct(ms, 90), 2),
-            "p99_ms": round(pct(ms, 99), 2)}  # fmt: skip
+    return [float(x) for x in lines]
 
 
 def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]:
     """Start every broker, then publish+drain round-robin over them ``repeats`` times (so a change of load on the
-    shared machine hits all of them alike), then each one's latency run."""
+    shared machine hits all of them alike), then latency rounds round-robin too; a broker's percentiles are over
+    the samples of all its rounds (one round per broker moved a peer's p99 by a third between runs)."""
     n = N_QUICK if quick else N_FULL
     repeats = 1 if quick else REPEATS_FULL
     latency_n = LATENCY_N_QUICK if quick else LATENCY_N_FULL
@@ -374,15 +385,25 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
                     r["solo_drains"].append(drain(url, workdir, n, f"solo-{i}", f"solo{i}", "solo"))
                 except Exception as exc:
                     r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
-        for name, (url, app, workdir) in live.items():
+        samples: dict[str, list[float]] = {name: [] for name in live}
+        for i in range(repeats):
+            for name, (url, app, workdir) in live.items():
+                r = results[name]
+                if r["status"] != "ok":
+                    continue
+                print(f"bench_celery: {name} latency round {i + 1}/{repeats}", file=sys.stderr, flush=True)
+                try:
+                    ms = latency_samples(app, url, workdir, latency_n)
+                except Exception as exc:
+                    r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+                    continue
+                samples[name].extend(ms)
+                r.setdefault("latency_rounds", []).append(latency_summary(ms))
+        for name in live:
             r = results[name]
             if r["status"] != "ok":
                 continue
-            try:
-                r["latency"] = latency(app, url, workdir, latency_n)
-            except Exception as exc:
-                r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
-                continue
+            r["latency"] = latency_summary(samples[name])
             r["publish_rate"] = round(statistics.median(r["publish_rates"]))
             r["drain_rate"] = round(statistics.median(d["rate"] for d in r["drains"]))
             r["drains"] = [{**d, "rate": round(d["rate"])} for d in r["drains"]]
@@ -397,6 +418,7 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
         "tasks": n,
         "repeats": repeats,
         "latency_tasks": latency_n,
+        "latency_rounds": repeats,
         "worker": " ".join(WORKER_ARGS),
         "solo_worker": " ".join(worker_args("solo")),
         "brokers": results,

@@ -372,33 +372,22 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
             stack.callback(_close_app, app)
             live[name] = (url, app, workdir)
             results[name] = {"status": "ok", "url": url, "publish_rates": [], "drains": [], "solo_drains": []}
-        for i in range(repeats):
-            for name, (url, app, workdir) in live.items():
-                r = results[name]
-                if r["status"] != "ok":
-                    continue
-                print(f"bench_celery: {name} round {i + 1}/{repeats}", file=sys.stderr, flush=True)
-                try:
-                    r["publish_rates"].append(round(publish(app, n, f"drain-{i}")))
-                    r["drains"].append(drain(url, workdir, n, f"drain-{i}", f"drain{i}"))
-                    publish(app, n, f"solo-{i}")
-                    r["solo_drains"].append(drain(url, workdir, n, f"solo-{i}", f"solo{i}", "solo"))
-                except Exception as exc:
-                    r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
+
+        def drains(name: str, r: dict[str, Any], url: str, app: Any, workdir: Path, i: int) -> None:
+            r["publish_rates"].append(round(publish(app, n, f"drain-{i}")))
+            r["drains"].append(drain(url, workdir, n, f"drain-{i}", f"drain{i}"))
+            publish(app, n, f"solo-{i}")
+            r["solo_drains"].append(drain(url, workdir, n, f"solo-{i}", f"solo{i}", "solo"))
+
         samples: dict[str, list[float]] = {name: [] for name in live}
-        for i in range(repeats):
-            for name, (url, app, workdir) in live.items():
-                r = results[name]
-                if r["status"] != "ok":
-                    continue
-                print(f"bench_celery: {name} latency round {i + 1}/{repeats}", file=sys.stderr, flush=True)
-                try:
-                    ms = latency_samples(app, url, workdir, latency_n)
-                except Exception as exc:
-                    r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
-                    continue
-                samples[name].extend(ms)
-                r.setdefault("latency_rounds", []).append(latency_summary(ms))
+
+        def latencies(name: str, r: dict[str, Any], url: str, app: Any, workdir: Path, i: int) -> None:
+            ms = latency_samples(app, url, workdir, latency_n)
+            samples[name].extend(ms)
+            r.setdefault("latency_rounds", []).append(latency_summary(ms))
+
+        _round_robin(live, results, repeats, "", drains)
+        _round_robin(live, results, repeats, "latency ", latencies)
         for name in live:
             r = results[name]
             if r["status"] != "ok":
@@ -424,6 +413,26 @@ def run(quick: bool = False, brokers: list[str] | None = None) -> dict[str, Any]
         "brokers": results,
         "summary": summary(results),
     }
+
+
+Step = Callable[[str, dict[str, Any], str, Any, Path, int], None]
+
+
+def _round_robin(
+    live: dict[str, tuple[str, Any, Path]], results: dict[str, dict[str, Any]], repeats: int, phase: str, step: Step
+) -> None:
+    """``repeats`` rounds of ``step`` over the live brokers in turn; a broker whose step raises is marked failed and
+    left out from then on (the others go on)."""
+    for i in range(repeats):
+        for name, (url, app, workdir) in live.items():
+            r = results[name]
+            if r["status"] != "ok":
+                continue
+            print(f"bench_celery: {name} {phase}round {i + 1}/{repeats}", file=sys.stderr, flush=True)
+            try:
+                step(name, r, url, app, workdir, i)
+            except Exception as exc:
+                r.update(status="failed", reason=f"{type(exc).__name__}: {exc}")
 
 
 def _close_app(app: Any) -> None:

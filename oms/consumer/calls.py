@@ -23,7 +23,6 @@ from oms.consumer.records import record_to_message
 from oms.consumer.selector import MessageSelector
 from oms.convert import from_wire
 from oms.errors import OMSResourceNotExistException, OMSRuntimeException, exception_for, from_rpc_error
-from oms.keys import BuiltinKeys
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
 from orbitmq import message_const as mc
@@ -103,9 +102,7 @@ def _receipts_from_batch(response: pop_pb2.ReceiveBatchResponse) -> list[Receipt
     records = iter_records(response.records)
     for record, handle, attempt in zip(records, response.receipt_handles, response.delivery_attempts, strict=True):
         message = record_to_message(record)
-        sys_h = message.sys_headers()
-        sys_h[BuiltinKeys.RECEIPT_HANDLE] = handle
-        sys_h[BuiltinKeys.REDELIVERED_NUMBER] = max(0, attempt - 1)
+        message.set_receipt(handle, max(0, attempt - 1))
         group = record.properties.get(mc.PROPERTY_MESSAGE_GROUP, "")
         out.append(Receipt(message, handle, message.message_id or "", max(1, attempt), group))
     return out
@@ -160,9 +157,10 @@ class ConsumerCalls:
         batch: int,
         long_polling_s: float,
         invisible_ms: int | None,
-        attempt_id: str | None = None,
+        attempt_id: str = "",
     ) -> pop_pb2.ReceiveBatchRequest:
-        """The ``Pop/ReceiveBatch`` request of a receive (sent here, or by a caller over its own frame connection)."""
+        """The ``Pop/ReceiveBatch`` request of a receive (sent here, or by a caller over its own frame connection);
+        ``attempt_id`` for a receive that may be retried (the broker answers a retry with the same messages)."""
         filter_type, expression = selector.pull_filter()
         return pop_pb2.ReceiveBatchRequest(
             group=self.group,
@@ -174,7 +172,7 @@ class ConsumerCalls:
             long_polling_ms=int(long_polling_s * 1000),
             filter_type=filter_type,
             filter_expression=expression,
-            attempt_id=attempt_id or str(uuid.uuid4()),
+            attempt_id=attempt_id,
         )
 
     @staticmethod

@@ -221,6 +221,8 @@ class PullConsumerBase(ConsumerBase):
         if address is None or not calls.serves_receive_batch(ref.endpoint):
             return None
         batch = min(max_messages, MAX_RECEIVE_BATCH)
+        # no attempt id: a framed receive is never retried as it is (its caller receives anew), and an id would cost
+        # a uuid here and a remembered attempt on the broker per receive
         request = calls.receive_batch_request(ref, selector, batch, wait_s, self.config.invisible_ms)
         return FramedReceive(
             address[0],

@@ -50,13 +50,24 @@ class StoredMessage(BytesMessage):
     below answer from the record; afterwards the maps are the truth, as for any other message.
     """
 
-    __slots__ = ("_packed", "_record")
+    __slots__ = ("_packed", "_receipt", "_record")
 
     def __init__(self, record: RecordView | None, body: bytes, packed: _Packed | None = None) -> None:
         # the base class's _sys/_user slots stay unset until __getattr__ builds them
         self._body = body
         self._record: RecordView | None = record
         self._packed: _Packed | None = packed
+        self._receipt: tuple[str, int] | None = None  # (receipt handle, redelivered number) not in _sys yet
+
+    def set_receipt(self, handle: str, redelivered: int) -> None:
+        """The receipt handle and redelivery count a receive gave this message (sys headers ``RECEIPT_HANDLE`` and
+        ``REDELIVERED_NUMBER``), kept aside until the sys headers are built: a Celery worker reads the handle and
+        the user headers of every task and never the rest."""
+        if self._view() is None:  # the headers are built: they are the truth
+            self._sys.set_trusted(BuiltinKeys.RECEIPT_HANDLE, handle)
+            self._sys.set_trusted(BuiltinKeys.REDELIVERED_NUMBER, str(redelivered))
+        else:
+            self._receipt = (handle, redelivered)
 
     def _view(self) -> RecordView | None:
         """The record while the header maps are not built (decoded from its packed form on first need)."""
@@ -67,12 +78,16 @@ class StoredMessage(BytesMessage):
         return record
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached while a slot is unset: the header maps before their first use.
+        # Only reached while a slot is unset: the header maps before their first use. The user headers alone keep
+        # the record (the sys headers may follow); the sys headers end it.
         if name in ("_sys", "_user"):
             record = self._view()
             if record is not None:
+                if name == "_user":
+                    self._user = KeyValue._trusted(_user_properties(record))
+                    return self._user
                 self._materialize(record)
-                return getattr(self, name)
+                return self._sys
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _materialize(self, record: RecordView) -> None:
@@ -98,10 +113,14 @@ class StoredMessage(BytesMessage):
         sys_h[BuiltinKeys.QUEUE_ID] = str(record.queue_id)
         sys_h[BuiltinKeys.QUEUE_OFFSET] = str(record.queue_offset)
         sys_h[BuiltinKeys.REDELIVERED_NUMBER] = str(record.reconsume_times)
-        # property names come off the wire: an empty name is dropped, as KeyValue refuses it
-        user = {k: v for k, v in props.items() if k and k not in HIDDEN_PROPERTIES}
+        if self._receipt is not None:
+            handle, redelivered = self._receipt
+            sys_h[BuiltinKeys.RECEIPT_HANDLE] = handle
+            sys_h[BuiltinKeys.REDELIVERED_NUMBER] = str(redelivered)
+            self._receipt = None
         self._sys = KeyValue._trusted(sys_h)
-        self._user = KeyValue._trusted(user)
+        if not _user_built(self):
+            self._user = KeyValue._trusted(_user_properties(record))
         self._record = None
 
     # -- answers from the record while the headers are not built --------------------------------------------
@@ -149,7 +168,15 @@ class StoredMessage(BytesMessage):
         return record.store_timestamp if record is not None else super().store_timestamp
 
     @property
+    def receipt_handle(self) -> str | None:
+        receipt = self._receipt
+        return receipt[0] if receipt is not None else super().receipt_handle
+
+    @property
     def reconsume_times(self) -> int:
+        receipt = self._receipt
+        if receipt is not None:
+            return receipt[1]
         record = self._view()
         return record.reconsume_times if record is not None else super().reconsume_times
 
@@ -168,6 +195,22 @@ class StoredMessage(BytesMessage):
         return record.queue_offset if record is not None else super().queue_offset
 
 
+def _user_properties(record: RecordView) -> dict[str, str]:
+    # property names come off the wire: an empty name is dropped, as KeyValue refuses it
+    return {k: v for k, v in record.properties.items() if k and k not in HIDDEN_PROPERTIES}
+
+
+_USER_SLOT: Any = vars(BytesMessage)["_user"]  # the slot itself: read without falling back to __getattr__
+
+
+def _user_built(message: StoredMessage) -> bool:
+    try:
+        _USER_SLOT.__get__(message, StoredMessage)
+    except AttributeError:
+        return False
+    return True
+
+
 def _message_id(record: RecordView) -> str:
     return record.properties.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or f"{record.commitlog_offset}"
 
@@ -176,7 +219,7 @@ def _keys(props: dict[str, str]) -> list[str]:
     return [k for k in props.get(mc.PROPERTY_KEYS, "").split(mc.KEY_SEPARATOR) if k]
 
 
-def record_to_message(record: RecordView) -> BytesMessage:
+def record_to_message(record: RecordView) -> StoredMessage:
     body = record.body
     if record.sys_flag & COMPRESSED_FLAG:
         try:

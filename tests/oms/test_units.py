@@ -446,6 +446,25 @@ def test_stored_message_answers_from_the_record_then_from_headers():
         bare.no_such_attribute  # noqa: B018
 
 
+def test_a_received_message_keeps_its_receipt_aside_until_the_sys_headers_are_built():
+    props = {"UNIQ_KEY": "ID1", "color": "red"}
+    received = _stored(props)
+    received.set_receipt("handle-1", 4)
+    assert (received.receipt_handle, received.reconsume_times) == ("handle-1", 4), "the receive's count wins"
+    assert dict(received.user_headers()) == {"color": "red"}
+    received.put_user_headers("seen", "yes")  # a user header written before the sys headers are built
+    assert received._record is not None, "the user headers alone keep the record: no sys header built"
+    sys_h = received.sys_headers()
+    assert (sys_h["RECEIPT_HANDLE"], sys_h["REDELIVERED_NUMBER"], sys_h["MESSAGE_ID"]) == ("handle-1", "4", "ID1")
+    assert dict(received.user_headers()) == {"color": "red", "seen": "yes"}, "the user headers are not built again"
+    assert (received.receipt_handle, received.reconsume_times, received._record) == ("handle-1", 4, None)
+    received.set_receipt("handle-2", 5)  # a renewed handle on a message whose maps exist: the maps take it
+    assert (received.receipt_handle, received.reconsume_times) == ("handle-2", 5)
+    assert received.sys_headers()["RECEIPT_HANDLE"] == "handle-2"
+    plain = _stored(props)
+    assert plain.receipt_handle is None and plain.reconsume_times == 2 and "RECEIPT_HANDLE" not in plain.sys_headers()
+
+
 def test_pulled_records_decode_properties_only_when_asked():
     from oms.consumer.records import decode_records, record_to_message
     from orbitmq.record import iter_records

@@ -149,6 +149,13 @@ def _queue_args(kwargs: dict[str, Any]) -> dict[str, Any]:
     return dict(kwargs.get("arguments") or {})
 
 
+def _envelope(raw: str) -> dict[str, Any]:
+    """A stored kombu message. kombu's decoder runs an object hook on every dict (and builds a decoder per call)
+    to restore the values its encoder tagged with ``__type__`` (datetime, UUID, bytes...); without such a tag the
+    plain decoder gives the same result, several times faster."""
+    return kombu_loads(raw) if "__type__" in raw else json.loads(raw)
+
+
 def _eta_ms(headers: dict[str, Any]) -> int | None:
     """Celery protocol 2 puts the ETA in ``headers['eta']`` (ISO 8601); naive times are UTC (``enable_utc``)."""
     raw = headers.get("eta")
@@ -1408,7 +1415,7 @@ class Transport(virtual.Transport):
             if due is not None and int(due) - now_ms > 1000:
                 reparks.append((h, self._next_hop(h, int(due))))
                 continue
-            payload = kombu_loads(m.get_body(str))
+            payload = _envelope(m.get_body(str))
             payload["properties"]["delivery_tag"] = m.receipt_handle
             payload["redelivered"] = m.reconsume_times > 0
             held.append(h)

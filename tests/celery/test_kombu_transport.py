@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,26 @@ def test_publish_consume_keeps_body_headers_and_properties(conn: Connection, qna
     assert message.delivery_tag.startswith("OMQ")  # the broker's receipt handle
     assert message.delivery_info["routing_key"] == qname
     message.ack()
+
+
+@pytest.mark.timeout(60)
+def test_header_values_kombu_tags_come_back_as_they_were_sent(conn: Connection, qname: str) -> None:
+    """kombu's JSON encoder tags a datetime, a UUID or bytes (``__type__``); the envelope is decoded with kombu's
+    decoder when a tag is there and with the plain one when none is: both give back what was sent."""
+    queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+    when = dt.datetime(2026, 11, 28, 12, 30, tzinfo=dt.UTC)
+    ident = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    sent = [
+        {"when": when, "id": ident, "raw": b"\x00\x01"},
+        {"text": 'a "__type__" inside a string', "n": 1.5},
+        {"plain": "nothing tagged", "nested": {"list": [1, 2]}},
+    ]
+    with Producer(conn) as producer:
+        for i, headers in enumerate(sent):
+            producer.publish({"i": i}, exchange=queue.exchange, routing_key=qname, declare=[queue], headers=headers)
+    got = sorted(_collect(conn, queue, 3), key=lambda g: g[0]["i"])
+    assert [{k: m.headers[k] for k in h} for (_, m), h in zip(got, sent, strict=True)] == sent
+    _ack_all(got)
 
 
 @pytest.mark.timeout(60)

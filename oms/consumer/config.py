@@ -117,6 +117,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
 }
 DEFAULT_CONSUME_TIMESTAMP_AGO = dt.timedelta(minutes=30)  # RocketMQ: half an hour before start
 MAX_RECEIVE_BATCH = 32  # the broker caps a receive at 32 messages (maxPopBatchSize)
+MAX_FRAMED_BODIES = 1024  # framed receive bodies a pull consumer keeps for reuse (queues x batch sizes x waits)
 PULL_LONG_POLLING_MS = 15_000  # RocketMQ brokerSuspendMaxTimeMillis
 # a subscribed topic the broker does not have yet is asked for again this soon, then twice as late each time (up
 # to the rebalance interval): a consumer started before its topic gets its first messages promptly

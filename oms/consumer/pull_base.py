@@ -23,7 +23,7 @@ from oms.client.endpoints import Endpoint
 from oms.consumer.base import ConsumerBase
 from oms.consumer.calls import PullBatchError, QueueRef, Receipt, code_name
 from oms.consumer.columns import MessageColumns, decode_columns, tag_of
-from oms.consumer.config import MAX_RECEIVE_BATCH
+from oms.consumer.config import MAX_FRAMED_BODIES, MAX_RECEIVE_BATCH
 from oms.consumer.framed import RECEIVE_BATCH_METHOD, FramedReceive
 from oms.consumer.frames import RecordFrames, locate_frames
 from oms.consumer.records import decode_records
@@ -126,6 +126,10 @@ class PullConsumerBase(ConsumerBase):
         self._by_id: dict[str, str] = {}  # message id -> receipt handle (ack by id, as RocketMQ's OMS)
         self._state_lock = threading.Lock()
         self._round_robin = itertools.count()
+        # framed_receive's reuse: the readable queues of the last route seen per topic, and request bodies by what
+        # makes them (a worker sends the same few receives thousands of times a second)
+        self._framed_refs: dict[str, tuple[object, list[QueueRef]]] = {}
+        self._framed_bodies: dict[tuple[QueueRef, MessageSelector, int, float, int | None], bytes] = {}
 
     async def _resubscribe(self, core: ClientCore, topic: str) -> None:
         await core.routes.get(topic)
@@ -213,7 +217,11 @@ class PullConsumerBase(ConsumerBase):
         route = core.routes.cached(topic)
         if selector is None or route is None:
             return None
-        refs = [QueueRef(q.queue, q.endpoint) for q in route.queues if q.readable]
+        seen = self._framed_refs.get(topic)
+        if seen is None or seen[0] is not route:  # a new route (brokers moved, queues changed)
+            readable = [QueueRef(q.queue, q.endpoint) for q in route.queues if q.readable]
+            seen = self._framed_refs[topic] = (route, readable)
+        refs = seen[1]
         if not refs:
             return None
         ref = refs[next(self._round_robin) % len(refs)]
@@ -221,18 +229,18 @@ class PullConsumerBase(ConsumerBase):
         if address is None or not calls.serves_receive_batch(ref.endpoint):
             return None
         batch = min(max_messages, MAX_RECEIVE_BATCH)
-        # no attempt id: a framed receive is never retried as it is (its caller receives anew), and an id would cost
-        # a uuid here and a remembered attempt on the broker per receive
-        request = calls.receive_batch_request(ref, selector, batch, wait_s, self.config.invisible_ms)
-        return FramedReceive(
-            address[0],
-            address[1],
-            RECEIVE_BATCH_METHOD,
-            request.SerializeToString(),
-            core.headers.build(),
-            wait_s + self.config.timeout_s,
-            ref,
-        )
+        invisible_ms = self.config.invisible_ms
+        key = (ref, selector, batch, wait_s, invisible_ms)
+        body = self._framed_bodies.get(key)
+        if body is None:
+            if len(self._framed_bodies) >= MAX_FRAMED_BODIES:
+                self._framed_bodies.clear()
+            # no attempt id: a framed receive is never retried as it is (its caller receives anew), and an id would
+            # cost a uuid here and a remembered attempt on the broker per receive, and make every body different
+            request = calls.receive_batch_request(ref, selector, batch, wait_s, invisible_ms)
+            body = self._framed_bodies[key] = request.SerializeToString()
+        timeout_s = wait_s + self.config.timeout_s
+        return FramedReceive(address[0], address[1], RECEIVE_BATCH_METHOD, body, core.headers.build(), timeout_s, ref)
 
     def framed_answer(self, call: FramedReceive, body: bytes) -> list[BytesMessage]:
         """The messages of a ``framed_receive``'s answer (its serialized body), held for ack like any received

@@ -16,6 +16,7 @@ from orbitmq.limits import MAX_REMOTING_FRAME_BYTES
 from orbitmq.remoting.codes import RPC_ONEWAY, RPC_TYPE_RESPONSE, SerializeType
 
 _INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
 _BIN_HEAD = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 LANGUAGE_CODES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS")
 OUR_LANGUAGE = "PYTHON"
@@ -88,14 +89,15 @@ def encode_head(cmd: RemotingCommand, body_len: int) -> bytes:
     return _INT.pack(length) + _INT.pack((int(cmd.serialize_type) << 24) | len(header)) + header
 
 
+def _ext_field(key: bytes, value: bytes) -> bytes:
+    return _SHORT.pack(len(key)) + key + _INT.pack(len(value)) + value
+
+
 def _encode_header(cmd: RemotingCommand) -> bytes:
     if cmd.serialize_type is SerializeType.ROCKETMQ:
         lang = LANGUAGE_CODES.index(cmd.language) if cmd.language in LANGUAGE_CODES else 7
         remark = (cmd.remark or "").encode()
-        ext = b"".join(
-            struct.pack(">h", len(k.encode())) + k.encode() + _INT.pack(len(v.encode())) + v.encode()
-            for k, v in cmd.ext_fields.items()
-        )
+        ext = b"".join([_ext_field(k.encode(), v.encode()) for k, v in cmd.ext_fields.items()])
         return (
             _BIN_HEAD.pack(cmd.code, lang, cmd.version, cmd.opaque, cmd.flag)
             + _INT.pack(len(remark))

@@ -47,7 +47,8 @@ class StoredMessage(BytesMessage):
     A batched pull decodes thousands of records per call and most readers look at the body and an offset or two;
     building ~12 string headers per record up front made ``pull()`` four times slower than decoding alone. Until
     someone touches the header maps (``sys_headers()``, ``user_headers()``, a setter, ``repr``), the conveniences
-    below answer from the record; afterwards the maps are the truth, as for any other message.
+    below answer from the record; afterwards the maps are the truth, as for any other message. The user headers can
+    be built alone (the record stays for the sys headers), and a receive's receipt waits in ``_receipt`` for them.
     """
 
     __slots__ = ("_packed", "_receipt", "_record")
@@ -119,8 +120,7 @@ class StoredMessage(BytesMessage):
             sys_h[BuiltinKeys.REDELIVERED_NUMBER] = str(redelivered)
             self._receipt = None
         self._sys = KeyValue._trusted(sys_h)
-        if not _user_built(self):
-            self._user = KeyValue._trusted(_user_properties(record))
+        self._user  # noqa: B018 - built here from the record (still held) unless read before: those are kept
         self._record = None
 
     # -- answers from the record while the headers are not built --------------------------------------------
@@ -198,17 +198,6 @@ class StoredMessage(BytesMessage):
 def _user_properties(record: RecordView) -> dict[str, str]:
     # property names come off the wire: an empty name is dropped, as KeyValue refuses it
     return {k: v for k, v in record.properties.items() if k and k not in HIDDEN_PROPERTIES}
-
-
-_USER_SLOT: Any = vars(BytesMessage)["_user"]  # the slot itself: read without falling back to __getattr__
-
-
-def _user_built(message: StoredMessage) -> bool:
-    try:
-        _USER_SLOT.__get__(message, StoredMessage)
-    except AttributeError:
-        return False
-    return True
 
 
 def _message_id(record: RecordView) -> str:

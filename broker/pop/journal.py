@@ -122,6 +122,11 @@ class PopJournal:
         finally:
             os.close(fd)
 
+    @property
+    def opened(self) -> bool:
+        """``recover`` ran: the state in memory is the one on disk, and may be written back."""
+        return self._fd is not None
+
     def needs_compaction(self) -> bool:
         return self.bytes_written >= self.compact_bytes
 

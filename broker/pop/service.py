@@ -140,6 +140,10 @@ class PopService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if not self.journal.opened:
+            # a start that failed before recovery: compacting the empty state would replace the one on disk (and
+            # the error raised doing it would hide the start's own)
+            return
         try:
             self.journal.compact(self.state)
         finally:

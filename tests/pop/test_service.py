@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from broker.pop.receipt import decode
+from broker.pop.service import PopService
 from orbitmq import message_const as mc
 from orbitmq.errors import Code
 from tests.pop.harness import (
+    FAST_POP,
     Core,
     GrpcContextStub,
     ack_request,
@@ -320,6 +322,28 @@ def test_state_survives_clean_restart_and_kill(tmp_path):
         _, msgs, _ = await receive(core, receive_request(G, T))
         assert bodies(msgs) == [b"m2"] and msgs[0].system_properties.delivery_attempt == 3
         assert core.pop.journal.records_replayed > 0
+        await core.stop()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_shutdown_after_a_start_that_never_recovered_keeps_the_state_on_disk(tmp_path):
+    """A broker whose start fails before the pop state is recovered (a port taken, say) still shuts down: that must
+    neither write the empty state over the one on disk nor raise (which hid the start's own error)."""
+
+    async def main() -> None:
+        core = await Core(tmp_path).start()
+        core.topic(T)
+        core.put(T, b"m0")
+        _, msgs, _ = await receive(core, receive_request(G, T, invisible_ms=60_000))
+        assert bodies(msgs) == [b"m0"]
+        await core.stop(clean=True)
+        on_disk = {p.name: p.read_bytes() for p in (tmp_path / "pop").iterdir()}
+        await PopService(core.ctx, FAST_POP).shutdown()  # never started
+        assert {p.name: p.read_bytes() for p in (tmp_path / "pop").iterdir()} == on_disk
+        core = await Core(tmp_path).start()
+        st, _, _ = await receive(core, receive_request(G, T))
+        assert st.code == Code.MESSAGE_NOT_FOUND, "m0 is still in flight after the restart"
         await core.stop()
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -22,7 +22,13 @@ from oms.consumer.config import ConsumeFromWhere
 from oms.consumer.records import record_to_message
 from oms.consumer.selector import MessageSelector
 from oms.convert import from_wire
-from oms.errors import OMSResourceNotExistException, OMSRuntimeException, exception_for, from_rpc_error
+from oms.errors import (
+    OMSConnectionException,
+    OMSResourceNotExistException,
+    OMSRuntimeException,
+    exception_for,
+    from_rpc_error,
+)
 from oms.message import BytesMessage
 from oms.queue import MessageQueue
 from orbitmq import message_const as mc
@@ -142,13 +148,22 @@ class ConsumerCalls:
         """Pop messages: ``Pop/ReceiveBatch`` where the broker has it (one answer for the batch), else v2
         ReceiveMessage (one stream response per message, e.g. a RocketMQ proxy)."""
         attempt_id = attempt_id or str(uuid.uuid4())
-        if self.serves_receive_batch(ref.endpoint):
-            try:
-                return await self._receive_batch(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
-            except _Unimplemented:
-                self._no_receive_batch.add(ref.endpoint)
-                log.info("%s has no Pop/ReceiveBatch, using v2 ReceiveMessage", ref.endpoint)
-        return await self._receive_v2(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
+        try:
+            if self.serves_receive_batch(ref.endpoint):
+                try:
+                    return await self._receive_batch(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
+                except _Unimplemented:
+                    self._no_receive_batch.add(ref.endpoint)
+                    log.info("%s has no Pop/ReceiveBatch, using v2 ReceiveMessage", ref.endpoint)
+            return await self._receive_v2(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
+        except OMSConnectionException:
+            self.route_may_have_moved(ref)
+            raise
+
+    def route_may_have_moved(self, ref: QueueRef) -> None:
+        """``ref``'s broker could not be reached (stopped, or replaced by a failover): its topic's route is asked for
+        again now, not at the next periodic refresh (30 s), so the next call goes where the queue is now served."""
+        self.core.refresh_route_soon(ref.queue.topic)
 
     def receive_batch_request(
         self,
@@ -415,7 +430,10 @@ class ConsumerCalls:
                 request, metadata=self.core.headers.build(), timeout=long_polling_ms / 1000 + self.timeout_s
             )
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, what) from None
+            error = from_rpc_error(exc, what)
+            if isinstance(error, OMSConnectionException):
+                self.route_may_have_moved(ref)
+            raise error from None
         code = int(response.status.code)
         if code in (Code.OK, Code.MESSAGE_NOT_FOUND):
             return response

@@ -5,6 +5,7 @@ Received messages are held with their receipt handles until acked; queue-level p
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import itertools
 import math
@@ -188,6 +189,7 @@ class PullConsumerBase(ConsumerBase):
         deadline = time.monotonic() + wait_s
         topics = sorted(self._selectors)
         start = next(self._round_robin)
+        polled = False
         for n in range(len(topics)):
             topic = topics[(start + n) % len(topics)]
             selector = self._selectors.get(topic)
@@ -196,6 +198,7 @@ class PullConsumerBase(ConsumerBase):
             refs = await self._readable_queues(core, topic)
             if not refs:
                 continue
+            polled = True
             ref = refs[(start // len(topics)) % len(refs)]
             left = max(0.0, deadline - time.monotonic())
             share = left / (len(topics) - n)  # every attached topic gets its turn within the timeout
@@ -204,6 +207,10 @@ class PullConsumerBase(ConsumerBase):
             )
             if got.receipts:
                 return self._hold(ref, got.receipts)
+        if not polled:
+            # no queue to read (none of the topics' queues is readable: write-only permission): the receive still
+            # takes its time, as a long poll with nothing would, or a caller's loop would spin on empty answers
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
         return []
 
     def framed_receive(self, topic: str, max_messages: int, wait_s: float) -> FramedReceive | None:

@@ -9,10 +9,10 @@ from orbitmq.proto import admin_pb2, admin_pb2_grpc
 from tests.broker.v2client import raw_client
 
 
-def create_topic(addr: str, topic: str, message_type: str = "NORMAL", queues: int = 4) -> None:
+def create_topic(addr: str, topic: str, message_type: str = "NORMAL", queues: int = 4, perm: int = 6) -> None:
     with grpc.insecure_channel(addr) as ch:
         cfg = admin_pb2.TopicConfig(
-            topic_name=topic, read_queue_nums=queues, write_queue_nums=queues, perm=6, message_type=message_type
+            topic_name=topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, message_type=message_type
         )
         resp = admin_pb2_grpc.AdminStub(ch).CreateOrUpdateTopic(
             admin_pb2.CreateOrUpdateTopicRequest(config=cfg), timeout=10

@@ -12,6 +12,7 @@ import pytest
 
 import oms
 from orbitmq.errors import Code
+from tests.oms.helpers import create_topic
 
 
 @pytest.fixture
@@ -189,3 +190,15 @@ def test_asyncio_face_of_the_pull_consumer(access_point, producer):
         pc.attach_queue("OmsPullAio")
         bodies, total, first = asyncio.run(main(pc))
     assert bodies == ["a0", "a1", "a2"] and total == 3 and first == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_receive_with_no_readable_queue_waits_its_timeout(access_point, shared_broker):
+    """A topic whose queues are all write-only (perm 2) has nothing to long-poll: a receive still takes its timeout
+    and returns nothing, so a caller's receive loop (a Celery worker's fetcher) waits instead of spinning."""
+    create_topic(shared_broker.addr, "OmsPullWriteOnly", perm=2)
+    with access_point.create_pull_consumer(consumer_id="GPullWriteOnly") as pc:
+        pc.attach_queue("OmsPullWriteOnly")
+        started = time.monotonic()
+        assert pc.receive(1.0) is None
+        assert time.monotonic() - started >= 0.9, "the receive returned at once: nothing waited"

@@ -9,6 +9,7 @@ import contextlib
 import datetime as dt
 import json
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,8 +22,9 @@ from kombu import Connection, Consumer, Exchange, Producer, Queue
 import oms
 from tests.celery.conftest import BROKER_OPTIONS, INVISIBLE_S
 from tests.conftest import BrokerFactory, BrokerHandle
+from tests.waiting import wait_until
 from transports.celery.options import TransportOptions, topic_for_queue
-from transports.celery.transport import BrokerUnreachable, CreditWaiter, Settle
+from transports.celery.transport import BrokerUnreachable, CreditWaiter, PublishFailed, Settle
 
 pytestmark = pytest.mark.integration
 
@@ -437,6 +439,8 @@ def test_unknown_transport_option_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="priority_steps"):
         TransportOptions.parse({"priority_steps": [3, 6]})
     assert TransportOptions.parse({"visibility_timeout": 3600}).invisible_time == 30.0  # Redis's: ignored
+    with pytest.raises(ValueError, match=r"publish_retry_timeout=-1.0 is outside \[0.0, 3600.0\]"):
+        TransportOptions.parse({"publish_retry_timeout": -1})
 
 
 @pytest.mark.timeout(60)
@@ -504,6 +508,89 @@ def test_a_lone_publish_to_a_dead_broker_raises_a_connection_error_at_once(tmp_p
             got = _collect(c, queue, 2, timeout=10)
             assert sorted(b for b, _ in got) == ["after", "before"]
             _ack_all(got)
+    finally:
+        factory.stop_all()
+
+
+@pytest.mark.timeout(180)
+def test_a_burst_of_publishes_across_a_broker_kill_loses_nothing_it_acknowledged(tmp_path: Path, qname: str) -> None:
+    """Publishes in a burst go out in batches from the sender thread: a batch the broker cannot take (killed, then
+    started again) is sent again until it is back, with the publishers waiting meanwhile, so every publish that
+    returned is delivered (a batch lost there would only have made a later publish raise)."""
+    factory = BrokerFactory(tmp_path)
+    try:
+        broker = factory.broker(options=BROKER_OPTIONS)
+        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+        with Connection(f"rocketmq://{broker.addr}", transport_options=OPTIONS) as c:
+            c.connect()
+            acknowledged: list[str] = []
+            stop = threading.Event()
+
+            def publish_burst() -> None:
+                with Producer(c) as producer:
+                    producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
+                    acknowledged.append("first")
+                    i = 0
+                    while not stop.is_set():
+                        i += 1
+                        try:
+                            producer.publish(f"m-{i}", exchange=queue.exchange, routing_key=qname)
+                        except c.connection_errors:  # refused to the caller: not acknowledged
+                            time.sleep(0.05)
+                            continue
+                        acknowledged.append(f"m-{i}")
+
+            publisher = threading.Thread(target=publish_burst)
+            publisher.start()
+            try:
+                wait_until(lambda: len(acknowledged) > 500, 30, "a burst under way")
+                broker.kill()
+                time.sleep(1.0)  # publishes go on meanwhile
+                broker.start()
+                during = len(acknowledged)
+                wait_until(lambda: len(acknowledged) > during + 500, 60, "publishes after the broker came back")
+            finally:
+                stop.set()
+                publisher.join(60)
+            c.transport._sender.flush(30)
+            bodies: set[str] = set()
+            with Consumer(c, [queue], callbacks=[lambda body, m: (bodies.add(body), m.ack())]):
+                deadline = time.monotonic() + 60
+                while not set(acknowledged) <= bodies and time.monotonic() < deadline:
+                    with contextlib.suppress(TimeoutError):
+                        c.drain_events(timeout=1)
+            missing = set(acknowledged) - bodies
+            assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged publishes were lost"
+    finally:
+        factory.stop_all()
+
+
+@pytest.mark.timeout(120)
+def test_a_burst_the_broker_never_takes_is_reported_after_the_retry_time(tmp_path: Path, qname: str) -> None:
+    """With the broker gone for good, a burst's batch is sent again for publish_retry_timeout, then reported lost: a
+    later publish raises PublishFailed (a connection error, for Celery's retry policy) naming the failure."""
+    factory = BrokerFactory(tmp_path)
+    try:
+        broker = factory.broker(options=BROKER_OPTIONS)
+        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+        options = {**OPTIONS, "publish_retry_timeout": 1.0}
+        with Connection(f"rocketmq://{broker.addr}", transport_options=options) as c:
+            c.connect()
+            with Producer(c) as producer:
+                producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
+                broker.kill()
+                started = time.monotonic()
+                reported: PublishFailed | None = None
+                while reported is None and time.monotonic() - started < 60:
+                    try:
+                        producer.publish("lost", exchange=queue.exchange, routing_key=qname)
+                    except PublishFailed as exc:
+                        reported = exc
+                    except c.connection_errors:  # a lone publish's own failure raises at once: not this path
+                        pass
+                assert reported is not None and "an earlier publish failed on the broker" in str(reported)
+                assert time.monotonic() - started >= 1.0, "reported before the retry time was up"
+                assert isinstance(reported, c.connection_errors)  # Celery's publish retry policy sees it
     finally:
         factory.stop_all()
 

@@ -15,7 +15,7 @@ from oms.client.routes import ROUTE_REFRESH_S
 from tests.celery import celery_app
 from tests.celery.workers import Worker
 from tests.ha.etcd import EtcdHandle
-from tests.ha.test_failover import is_master, start_controller_namesrv, start_replica
+from tests.ha.test_failover import is_master, start_controller_namesrv, start_synced_pair
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -54,11 +54,7 @@ def test_worker_and_publisher_follow_the_new_master(broker_factory, etcd: EtcdHa
         broker_transport_options={"invisible_time": INVISIBLE_S, "polling_timeout": 2.0, "binding_cache": 0.2},
     )
     try:
-        a = start_replica(broker_factory, ns, etcd, "FoCelery", "fo-celery", 1)
-        b = start_replica(broker_factory, ns, etcd, "FoCelery", "fo-celery", 2)
-        wait_until(lambda: is_master(a) or is_master(b), timeout=30, what="a first master")
-        old, new = (a, b) if is_master(a) else (b, a)
-        wait_until(lambda: "SyncStateSet changed" in old.log(), timeout=30, what="the slave to join the SyncStateSet")
+        old, new = start_synced_pair(broker_factory, ns, etcd, "FoCelery", "fo-celery")
         worker_started = time.time()
         worker = Worker(
             "fo",

@@ -74,6 +74,18 @@ def is_master(b: BrokerHandle) -> bool:
     return b.process.alive() and "became master" in b.log()
 
 
+def start_synced_pair(
+    factory: BrokerFactory, ns: NamesrvHandle, etcd: EtcdHandle, cluster: str, group: str
+) -> tuple[BrokerHandle, BrokerHandle]:
+    """Two SYNC_MASTER replicas of ``group``: (the master etcd chose, the other), once the other is in sync."""
+    a = start_replica(factory, ns, etcd, cluster, group, 1)
+    b = start_replica(factory, ns, etcd, cluster, group, 2)
+    wait_until(lambda: is_master(a) or is_master(b), timeout=30, what="a first master")
+    master, slave = (a, b) if is_master(a) else (b, a)
+    wait_until(lambda: "SyncStateSet changed" in master.log(), timeout=30, what="the slave to join the SyncStateSet")
+    return master, slave
+
+
 @dataclass
 class Producer:
     """Single sends to whichever broker takes writes; records what was acknowledged (OK) and by whom."""
@@ -112,11 +124,7 @@ def test_killed_master_is_replaced_without_losing_acknowledged_messages_and_rejo
     ns = start_controller_namesrv(broker_factory.tmp_path, etcd)
     try:
         cluster, group = "FoKill", "fo-kill"
-        a = start_replica(broker_factory, ns, etcd, cluster, group, 1)
-        b = start_replica(broker_factory, ns, etcd, cluster, group, 2)
-        wait_until(lambda: is_master(a) or is_master(b), timeout=30, what="a first master")
-        old, new = (a, b) if is_master(a) else (b, a)
-        wait_until(lambda: "SyncStateSet changed" in old.log(), timeout=30, what="the slave to join the SyncStateSet")
+        old, new = start_synced_pair(broker_factory, ns, etcd, cluster, group)
         producer = Producer([old, new], "FoKill")
         worker = threading.Thread(target=producer.run)
         worker.start()
@@ -163,11 +171,7 @@ def test_paused_master_is_fenced_and_rejoins_as_slave(broker_factory, etcd):
     ns = start_controller_namesrv(broker_factory.tmp_path, etcd)
     try:
         cluster, group = "FoStop", "fo-stop"
-        a = start_replica(broker_factory, ns, etcd, cluster, group, 1)
-        b = start_replica(broker_factory, ns, etcd, cluster, group, 2)
-        wait_until(lambda: is_master(a) or is_master(b), timeout=30, what="a first master")
-        old, new = (a, b) if is_master(a) else (b, a)
-        wait_until(lambda: "SyncStateSet changed" in old.log(), timeout=30, what="the slave to join the SyncStateSet")
+        old, new = start_synced_pair(broker_factory, ns, etcd, cluster, group)
         producer = Producer([old, new], "FoStop")
         worker = threading.Thread(target=producer.run)
         worker.start()
@@ -320,11 +324,7 @@ def test_oms_and_official_producers_follow_the_new_master(broker_factory, etcd):
     message either of them had acknowledged is on the new master (read back from it)."""
     ns = start_controller_namesrv(broker_factory.tmp_path, etcd)
     try:
-        a = start_replica(broker_factory, ns, etcd, "FoClients", "fo-clients", 1)
-        b = start_replica(broker_factory, ns, etcd, "FoClients", "fo-clients", 2)
-        wait_until(lambda: is_master(a) or is_master(b), timeout=30, what="a first master")
-        old, new = (a, b) if is_master(a) else (b, a)
-        wait_until(lambda: "SyncStateSet changed" in old.log(), timeout=30, what="the slave to join the SyncStateSet")
+        old, new = start_synced_pair(broker_factory, ns, etcd, "FoClients", "fo-clients")
         topic = "FoClientsT"
         with raw_client(old.addr) as c:  # the topic exists on the master before the producers ask for its route
             assert c.send(message(topic, b"first"), timeout=5).status.code == OK

@@ -53,6 +53,7 @@ class TransportOptions:
     binding_cache: float = 1.0  # how long a read of the broker-side binding table is reused
     expiry_check_interval: float = 30.0  # how often queues declared with x-expires are checked for expiry
     publish_window: int = 256  # sends in flight before a publish waits for the broker; 0 = wait for every send
+    publish_retry_timeout: float = 30.0  # a queued send the broker could not take is sent again this long
     access_key: str = ""
     secret_key: str = ""
 
@@ -82,6 +83,7 @@ class TransportOptions:
         _in_range("queue_nums", self.queue_nums, 1, 64)
         _in_range("binding_cache", self.binding_cache, 0.0, 60.0)
         _in_range("publish_window", self.publish_window, 0, 4096)
+        _in_range("publish_retry_timeout", self.publish_retry_timeout, 0.0, 3600.0)
         _in_range("expiry_check_interval", self.expiry_check_interval, 0.1, 3600.0)
         steps = self.priority_steps
         if not steps or steps[0] != 0 or list(steps) != sorted(set(steps)) or steps[-1] > MAX_PRIORITY:

@@ -1,5 +1,5 @@
-"""How long the transport's receives wait: the linger for more credit and the backoff after a failure (shared by
-the fetchers on the oms client's loop and those on the worker's hub)."""
+"""How long the transport's receives and sends wait: the linger for more credit and the backoff after a failure
+(shared by the fetchers on the oms client's loop, those on the worker's hub, and the sender thread)."""
 
 from __future__ import annotations
 
@@ -11,5 +11,5 @@ RETRY_BACKOFF_S: Final = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 def backoff_s(failures: int) -> float:
-    """The wait before the next receive after ``failures`` failed ones in a row."""
+    """The wait before the next attempt after ``failures`` failed ones in a row."""
     return RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]

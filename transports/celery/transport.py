@@ -11,6 +11,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -76,6 +77,8 @@ SEND_BATCH: Final = 128  # messages per send request
 # A publish that comes this long after the one before, with nothing in flight, is sent and answered on the caller's
 # thread: no hand-off to the client's loop thread on the way out (a burst still goes asynchronously, in batches).
 IDLE_PUBLISH_S: Final = 0.002
+# Send failures that sending again cannot cure: the message or the credentials were refused.
+PERMANENT_SEND_ERRORS: Final = (oms.OMSMessageFormatException, oms.OMSSecurityException, oms.OMSNotSupportedException)
 
 
 class BrokerUnreachable(ConnectionError):
@@ -649,6 +652,8 @@ class Sender:
         self._last_submit = 0.0  # time.monotonic() of the last publish
         self._cond = threading.Condition()
         self._stopping = False
+        self._stop_deadline: float | None = None  # time.monotonic() when stop() stops waiting for the queue
+        self._exited = False  # the thread has ended (stopped with nothing queued): nothing queued now is sent
         self._thread = threading.Thread(target=self._run, name="rocketmq-send", daemon=True)
 
     def start(self) -> None:
@@ -680,13 +685,20 @@ class Sender:
                 producer.send(message)
                 self._done_direct()
                 return
-            producer.send_async(message).add_listener(self._direct_sent)
+            producer.send_async(message).add_listener(functools.partial(self._direct_sent, message))
         except BaseException:
             self._done_direct()
             raise
 
-    def _direct_sent(self, future: oms.Future[Any]) -> None:
+    def _direct_sent(self, message: oms.BytesMessage, future: oms.Future[Any]) -> None:
         error = future.get_throwable()
+        if error is not None and not isinstance(error, PERMANENT_SEND_ERRORS):
+            with self._cond:  # the thread sends it again (with what queued behind it), as a failed batch
+                if not self._exited:
+                    self._pending.appendleft(message)
+                    self._direct -= 1
+                    self._cond.notify_all()
+                    return
         if error is not None:
             self.transport._on_batch_failed(error, 1)
         self._done_direct()
@@ -701,6 +713,7 @@ class Sender:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._stopping = True
+            self._stop_deadline = deadline  # a batch being sent again gives up then
             self._cond.notify_all()
         self.flush(timeout)
         self._thread.join(max(0.0, deadline - time.monotonic()))
@@ -722,17 +735,61 @@ class Sender:
                 while not self._pending and not self._stopping:
                     self._cond.wait()
                 if not self._pending:
+                    self._exited = True
                     return
                 batch = [self._pending.popleft() for _ in range(min(len(self._pending), SEND_BATCH))]
                 self._busy = len(batch)
-            try:
-                _, producer, _ = self.transport._clients()
-                producer.send_batch(batch)
-            except Exception as exc:  # reported on the next publish; the client already retried
-                self.transport._on_batch_failed(exc, len(batch))
+            self._send_batch(batch)
             with self._cond:
                 self._busy = 0
                 self._cond.notify_all()
+
+    def _send_batch(self, batch: list[oms.BytesMessage]) -> None:
+        """Send ``batch``. A batch the broker could not take (restarting, failing over: the client already tried
+        each broker it knows) is sent again with backoff for ``publish_retry_timeout``, its publishers' window
+        still taken, so publishing waits instead of going on while messages it acknowledged are dropped; only
+        then, or on a failure that cannot pass (refused input or credentials), is it reported lost (the next
+        publish raises)."""
+        t = self.transport
+        give_up = time.monotonic() + t.options.publish_retry_timeout
+        failures = 0
+        while True:
+            try:
+                _, producer, _ = t._clients()
+                producer.send_batch(batch)
+            except Exception as exc:
+                now = time.monotonic()
+                if isinstance(exc, PERMANENT_SEND_ERRORS) or now >= give_up or self._stop_passed():
+                    t._on_batch_failed(exc, len(batch))
+                    return
+                if not failures:
+                    log.warning(
+                        "publish of %d message(s) failed (%s); sending it again for up to %.0fs",
+                        len(batch),
+                        exc,
+                        t.options.publish_retry_timeout,
+                    )
+                self._pause(min(backoff_s(failures), give_up - now))  # the last attempt when the time is up
+                failures += 1
+                continue
+            if failures:
+                log.info("publish of %d message(s) went through after %d failed attempt(s)", len(batch), failures)
+            return
+
+    def _stop_passed(self) -> bool:
+        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` between attempts; a stop whose deadline passes ends the wait."""
+        until = time.monotonic() + seconds
+        with self._cond:
+            while not self._stop_passed():
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                if self._stop_deadline is not None:
+                    left = min(left, max(0.0, self._stop_deadline - time.monotonic()))
+                self._cond.wait(left)
 
 
 class Keeper:

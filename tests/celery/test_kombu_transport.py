@@ -55,6 +55,22 @@ def _ack_all(got: list[Any]) -> None:
         message.ack()
 
 
+@contextlib.contextmanager
+def _own_broker(
+    tmp_path: Path, qname: str, options: dict[str, Any] | None = None
+) -> Iterator[tuple[BrokerHandle, Queue, Connection]]:
+    """A broker of the test's own (to kill and start), the queue ``qname`` on a direct exchange, a connection."""
+    factory = BrokerFactory(tmp_path)
+    try:
+        broker = factory.broker(options=BROKER_OPTIONS)
+        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
+        with Connection(f"rocketmq://{broker.addr}", transport_options=options or OPTIONS) as c:
+            c.connect()
+            yield broker, queue, c
+    finally:
+        factory.stop_all()
+
+
 # -- basic functionality ---------------------------------------------------------------------------------------
 
 
@@ -484,32 +500,25 @@ def test_a_lone_publish_is_stored_when_it_returns_and_a_burst_after_it_is_all_de
 
 @pytest.mark.timeout(120)
 def test_a_lone_publish_to_a_dead_broker_raises_a_connection_error_at_once(tmp_path: Path, qname: str) -> None:
-    factory = BrokerFactory(tmp_path)
-    try:
-        broker = factory.broker(options=BROKER_OPTIONS)
-        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
-        with Connection(f"rocketmq://{broker.addr}", transport_options=OPTIONS) as c:
-            c.connect()
-            with Producer(c) as producer:
-                producer.publish("before", exchange=queue.exchange, routing_key=qname, declare=[queue])
-                broker.kill()
-                time.sleep(0.05)  # idle: the next publish is sent on this thread, and its failure raises here
-                with pytest.raises(c.connection_errors):
-                    producer.publish("lost", exchange=queue.exchange, routing_key=qname)
-                broker.start()
-                deadline = time.monotonic() + 30
-                while True:  # what Celery's publish retry policy does: the broker is back, the publish goes through
-                    try:
-                        producer.publish("after", exchange=queue.exchange, routing_key=qname)
-                        break
-                    except c.connection_errors:
-                        assert time.monotonic() < deadline, "publish did not go through after the broker restart"
-                        time.sleep(0.2)
-            got = _collect(c, queue, 2, timeout=10)
-            assert sorted(b for b, _ in got) == ["after", "before"]
-            _ack_all(got)
-    finally:
-        factory.stop_all()
+    with _own_broker(tmp_path, qname) as (broker, queue, c):
+        with Producer(c) as producer:
+            producer.publish("before", exchange=queue.exchange, routing_key=qname, declare=[queue])
+            broker.kill()
+            time.sleep(0.05)  # idle: the next publish is sent on this thread, and its failure raises here
+            with pytest.raises(c.connection_errors):
+                producer.publish("lost", exchange=queue.exchange, routing_key=qname)
+            broker.start()
+            deadline = time.monotonic() + 30
+            while True:  # what Celery's publish retry policy does: the broker is back, the publish goes through
+                try:
+                    producer.publish("after", exchange=queue.exchange, routing_key=qname)
+                    break
+                except c.connection_errors:
+                    assert time.monotonic() < deadline, "publish did not go through after the broker restart"
+                    time.sleep(0.2)
+        got = _collect(c, queue, 2, timeout=10)
+        assert sorted(b for b, _ in got) == ["after", "before"]
+        _ack_all(got)
 
 
 @pytest.mark.timeout(180)
@@ -517,82 +526,67 @@ def test_a_burst_of_publishes_across_a_broker_kill_loses_nothing_it_acknowledged
     """Publishes in a burst go out in batches from the sender thread: a batch the broker cannot take (killed, then
     started again) is sent again until it is back, with the publishers waiting meanwhile, so every publish that
     returned is delivered (a batch lost there would only have made a later publish raise)."""
-    factory = BrokerFactory(tmp_path)
-    try:
-        broker = factory.broker(options=BROKER_OPTIONS)
-        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
-        with Connection(f"rocketmq://{broker.addr}", transport_options=OPTIONS) as c:
-            c.connect()
-            acknowledged: list[str] = []
-            stop = threading.Event()
+    with _own_broker(tmp_path, qname) as (broker, queue, c):
+        acknowledged: list[str] = []
+        stop = threading.Event()
 
-            def publish_burst() -> None:
-                with Producer(c) as producer:
-                    producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
-                    acknowledged.append("first")
-                    i = 0
-                    while not stop.is_set():
-                        i += 1
-                        try:
-                            producer.publish(f"m-{i}", exchange=queue.exchange, routing_key=qname)
-                        except c.connection_errors:  # refused to the caller: not acknowledged
-                            time.sleep(0.05)
-                            continue
-                        acknowledged.append(f"m-{i}")
+        def publish_burst() -> None:
+            with Producer(c) as producer:
+                producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
+                acknowledged.append("first")
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    try:
+                        producer.publish(f"m-{i}", exchange=queue.exchange, routing_key=qname)
+                    except c.connection_errors:  # refused to the caller: not acknowledged
+                        time.sleep(0.05)
+                        continue
+                    acknowledged.append(f"m-{i}")
 
-            publisher = threading.Thread(target=publish_burst)
-            publisher.start()
-            try:
-                wait_until(lambda: len(acknowledged) > 500, 30, "a burst under way")
-                broker.kill()
-                time.sleep(1.0)  # publishes go on meanwhile
-                broker.start()
-                during = len(acknowledged)
-                wait_until(lambda: len(acknowledged) > during + 500, 60, "publishes after the broker came back")
-            finally:
-                stop.set()
-                publisher.join(60)
-            c.transport._sender.flush(30)
-            bodies: set[str] = set()
-            with Consumer(c, [queue], callbacks=[lambda body, m: (bodies.add(body), m.ack())]):
-                deadline = time.monotonic() + 60
-                while not set(acknowledged) <= bodies and time.monotonic() < deadline:
-                    with contextlib.suppress(TimeoutError):
-                        c.drain_events(timeout=1)
-            missing = set(acknowledged) - bodies
-            assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged publishes were lost"
-    finally:
-        factory.stop_all()
+        publisher = threading.Thread(target=publish_burst)
+        publisher.start()
+        try:
+            wait_until(lambda: len(acknowledged) > 500, 30, "a burst under way")
+            broker.kill()
+            time.sleep(1.0)  # publishes go on meanwhile
+            broker.start()
+            during = len(acknowledged)
+            wait_until(lambda: len(acknowledged) > during + 500, 60, "publishes after the broker came back")
+        finally:
+            stop.set()
+            publisher.join(60)
+        c.transport._sender.flush(30)
+        bodies: set[str] = set()
+        with Consumer(c, [queue], callbacks=[lambda body, m: (bodies.add(body), m.ack())]):
+            deadline = time.monotonic() + 60
+            while not set(acknowledged) <= bodies and time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    c.drain_events(timeout=1)
+        missing = set(acknowledged) - bodies
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged publishes were lost"
 
 
 @pytest.mark.timeout(120)
 def test_a_burst_the_broker_never_takes_is_reported_after_the_retry_time(tmp_path: Path, qname: str) -> None:
     """With the broker gone for good, a burst's batch is sent again for publish_retry_timeout, then reported lost: a
     later publish raises PublishFailed (a connection error, for Celery's retry policy) naming the failure."""
-    factory = BrokerFactory(tmp_path)
-    try:
-        broker = factory.broker(options=BROKER_OPTIONS)
-        queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)
-        options = {**OPTIONS, "publish_retry_timeout": 1.0}
-        with Connection(f"rocketmq://{broker.addr}", transport_options=options) as c:
-            c.connect()
-            with Producer(c) as producer:
-                producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
-                broker.kill()
-                started = time.monotonic()
-                reported: PublishFailed | None = None
-                while reported is None and time.monotonic() - started < 60:
-                    try:
-                        producer.publish("lost", exchange=queue.exchange, routing_key=qname)
-                    except PublishFailed as exc:
-                        reported = exc
-                    except c.connection_errors:  # a lone publish's own failure raises at once: not this path
-                        pass
-                assert reported is not None and "an earlier publish failed on the broker" in str(reported)
-                assert time.monotonic() - started >= 1.0, "reported before the retry time was up"
-                assert isinstance(reported, c.connection_errors)  # Celery's publish retry policy sees it
-    finally:
-        factory.stop_all()
+    options = {**OPTIONS, "publish_retry_timeout": 1.0}
+    with _own_broker(tmp_path, qname, options) as (broker, queue, c), Producer(c) as producer:
+        producer.publish("first", exchange=queue.exchange, routing_key=qname, declare=[queue])
+        broker.kill()
+        started = time.monotonic()
+        reported: PublishFailed | None = None
+        while reported is None and time.monotonic() - started < 60:
+            try:
+                producer.publish("lost", exchange=queue.exchange, routing_key=qname)
+            except PublishFailed as exc:
+                reported = exc
+            except c.connection_errors:  # a lone publish's own failure raises at once: not this path
+                pass
+        assert reported is not None and "an earlier publish failed on the broker" in str(reported)
+        assert time.monotonic() - started >= 1.0, "reported before the retry time was up"
+        assert isinstance(reported, c.connection_errors)  # Celery's publish retry policy sees it
 
 
 @pytest.mark.timeout(60)

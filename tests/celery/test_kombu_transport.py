@@ -589,6 +589,29 @@ def test_a_burst_the_broker_never_takes_is_reported_after_the_retry_time(tmp_pat
         assert isinstance(reported, c.connection_errors)  # Celery's publish retry policy sees it
 
 
+@pytest.mark.timeout(120)
+def test_an_ack_the_killed_broker_missed_is_sent_again_and_the_message_does_not_come_back(
+    tmp_path: Path, qname: str
+) -> None:
+    """Receipt handles outlive a broker restart: an ack that failed while the broker was down is sent again once it
+    is back, so the acked message is not delivered a second time when its invisible time passes."""
+    invisible = 8.0
+    with _own_broker(tmp_path, qname, {**OPTIONS, "invisible_time": invisible}) as (broker, queue, c):
+        with Producer(c) as producer:
+            producer.publish("once", exchange=queue.exchange, routing_key=qname, declare=[queue])
+        got = _collect(c, queue, 1, timeout=10)
+        assert [b for b, _ in got] == ["once"]
+        received = time.monotonic()
+        broker.kill()
+        got[0][1].ack()  # the settler's AckBatch finds no broker
+        time.sleep(0.3)
+        broker.start()
+        time.sleep(max(0.0, received + invisible + 2.0 - time.monotonic()))  # past when it would be visible again
+        again = _collect(c, queue, 1, timeout=2)
+        _ack_all(again)
+        assert not again, "the acked message was delivered again: its ack was dropped while the broker was down"
+
+
 @pytest.mark.timeout(60)
 def test_over_limit_message_is_refused_at_publish_and_nothing_is_lost(conn: Connection, qname: str) -> None:
     queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)

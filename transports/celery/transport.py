@@ -618,11 +618,34 @@ class Settler:
                 event.set()
 
     async def _ack(self, held: list[Held]) -> None:
-        try:
-            refused = await held[0].consumer.aio().ack_batch([h.message for h in held])
-        except Exception as exc:  # the broker makes them visible again after the invisible time: nothing is lost
-            log.warning("ack of %d message(s) of %s failed: %s", len(held), held[0].queue, exc)
-            return
+        """Ack ``held`` in one call. An ack the broker could not take (restarting: a connection error) is sent
+        again with backoff for half the invisible time, as receipt handles outlive a broker restart: dropped, its
+        tasks would run a second time once their invisible time passed."""
+        give_up = time.monotonic() + self.transport._invisible_ms / 2000
+        failures = 0
+        while True:
+            try:
+                refused = await held[0].consumer.aio().ack_batch([h.message for h in held])
+                break
+            except oms.OMSConnectionException as exc:
+                now = time.monotonic()
+                if now >= give_up:
+                    log.warning(
+                        "ack of %d message(s) of %s failed (%s): delivered again after the invisible time",
+                        len(held),
+                        held[0].queue,
+                        exc,
+                    )
+                    return
+                if not failures:
+                    log.warning(
+                        "ack of %d message(s) of %s failed (%s); sending it again", len(held), held[0].queue, exc
+                    )
+                await asyncio.sleep(min(backoff_s(failures), give_up - now))
+                failures += 1
+            except Exception as exc:  # the broker makes them visible again after the invisible time: nothing is lost
+                log.warning("ack of %d message(s) of %s failed: %s", len(held), held[0].queue, exc)
+                return
         for _, why in refused:
             log.warning("ack of a message of %s refused: %s", held[0].queue, why)
 

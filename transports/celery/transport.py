@@ -619,9 +619,9 @@ class Settler:
 
     async def _ack(self, held: list[Held]) -> None:
         """Ack ``held`` in one call. An ack the broker could not take (restarting: a connection error) is sent
-        again with backoff for half the invisible time, as receipt handles outlive a broker restart: dropped, its
-        tasks would run a second time once their invisible time passed."""
-        give_up = time.monotonic() + self.transport._invisible_ms / 2000
+        again with backoff until the first of them would be visible again (receipt handles outlive a broker
+        restart): dropped, its tasks would run a second time once their invisible time passed."""
+        give_up = min(h.renew_at for h in held) + self.transport._renew_after_s  # last renewal + invisible time
         failures = 0
         while True:
             try:

@@ -612,6 +612,36 @@ def test_an_ack_the_killed_broker_missed_is_sent_again_and_the_message_does_not_
         assert not again, "the acked message was delivered again: its ack was dropped while the broker was down"
 
 
+@pytest.mark.timeout(120)
+def test_a_requeue_the_killed_broker_missed_is_made_again_and_the_message_comes_back_at_once(
+    tmp_path: Path, qname: str
+) -> None:
+    """A requeue that failed while the broker was down is made again once it is back: the message is delivered again
+    then, not only when its invisible time passes."""
+    invisible = 30.0
+    with _own_broker(tmp_path, qname, {**OPTIONS, "invisible_time": invisible}) as (broker, queue, c):
+        with Producer(c) as producer:
+            producer.publish("again", exchange=queue.exchange, routing_key=qname, declare=[queue])
+        got: list[Any] = []
+        with Consumer(c, [queue], callbacks=[lambda body, m: got.append((body, m))]):  # one consumer, as a worker
+            deadline = time.monotonic() + 10
+            while not got and time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    c.drain_events(timeout=1)
+            assert [b for b, _ in got] == ["again"]
+            received = time.monotonic()
+            broker.kill()
+            got[0][1].requeue()  # the settler's ChangeInvisibleDuration finds no broker
+            time.sleep(0.3)
+            broker.start()
+            while len(got) < 2 and time.monotonic() < received + invisible / 2:
+                with contextlib.suppress(TimeoutError, *c.connection_errors):
+                    c.drain_events(timeout=1)
+        again = got[1:]
+        _ack_all(again)
+        assert [b for b, _ in again] == ["again"], "the requeued message waited out its invisible time"
+
+
 @pytest.mark.timeout(60)
 def test_over_limit_message_is_refused_at_publish_and_nothing_is_lost(conn: Connection, qname: str) -> None:
     queue = Queue(qname, Exchange(qname, "direct"), routing_key=qname)

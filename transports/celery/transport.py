@@ -618,46 +618,53 @@ class Settler:
                 event.set()
 
     async def _ack(self, held: list[Held]) -> None:
-        """Ack ``held`` in one call. An ack the broker could not take (restarting: a connection error) is sent
-        again with backoff until the first of them would be visible again (receipt handles outlive a broker
-        restart): dropped, its tasks would run a second time once their invisible time passed."""
+        refused = await self._until_visible(
+            held, "ack", lambda: held[0].consumer.aio().ack_batch([h.message for h in held])
+        )
+        for _, why in refused or ():
+            log.warning("ack of a message of %s refused: %s", held[0].queue, why)
+
+    async def _until_visible(self, held: list[Held], what: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T | None:
+        """``call()`` settling ``held``; None when it failed. One the broker could not take (restarting: a connection
+        error) is made again with backoff until the first of them would be visible again (receipt handles outlive
+        a broker restart, and a late one is refused anyway): dropped, an ack's tasks would run a second time, a
+        requeue's would wait out their invisible time."""
         give_up = min(h.renew_at for h in held) + self.transport._renew_after_s  # last renewal + invisible time
         failures = 0
         while True:
             try:
-                refused = await held[0].consumer.aio().ack_batch([h.message for h in held])
-                break
+                return await call()
             except oms.OMSConnectionException as exc:
                 now = time.monotonic()
                 if now >= give_up:
                     log.warning(
-                        "ack of %d message(s) of %s failed (%s): delivered again after the invisible time",
+                        "%s of %d message(s) of %s failed (%s): visible again after the invisible time",
+                        what,
                         len(held),
                         held[0].queue,
                         exc,
                     )
-                    return
+                    return None
                 if not failures:
                     log.warning(
-                        "ack of %d message(s) of %s failed (%s); sending it again", len(held), held[0].queue, exc
+                        "%s of %d message(s) of %s failed (%s); trying again", what, len(held), held[0].queue, exc
                     )
                 await asyncio.sleep(min(backoff_s(failures), give_up - now))
                 failures += 1
             except Exception as exc:  # the broker makes them visible again after the invisible time: nothing is lost
-                log.warning("ack of %d message(s) of %s failed: %s", len(held), held[0].queue, exc)
-                return
-        for _, why in refused:
-            log.warning("ack of a message of %s refused: %s", held[0].queue, why)
+                log.warning("%s of %d message(s) of %s failed: %s", what, len(held), held[0].queue, exc)
+                return None
 
     async def _one(self, how: Settle, held: Held) -> None:
         aio = held.consumer.aio()
+        if how is Settle.REQUEUE:
+            await self._until_visible([held], "requeue", lambda: aio.change_invisible_duration(held.message, 0))
+            return
         try:
-            if how is Settle.REQUEUE:
-                await aio.change_invisible_duration(held.message, 0)
-            elif how is Settle.RENEW:
+            if how is Settle.RENEW:
                 await aio.change_invisible_duration(held.message, self.transport._invisible_ms)
                 held.renew_at = time.monotonic() + self.transport._renew_after_s
-            else:
+            else:  # dead letter: not made again (a copy already sent to the DLQ would be sent twice)
                 await self.transport._dead_letter(held)
                 await aio.ack(held.message)
         except Exception as exc:  # the broker makes it visible again after the invisible time: nothing is lost

@@ -157,10 +157,10 @@ class ConsumerCalls:
                     log.info("%s has no Pop/ReceiveBatch, using v2 ReceiveMessage", ref.endpoint)
             return await self._receive_v2(ref, selector, batch, long_polling_s, invisible_ms, attempt_id)
         except OMSConnectionException:
-            self.route_may_have_moved(ref)
+            self._route_may_have_moved(ref)
             raise
 
-    def route_may_have_moved(self, ref: QueueRef) -> None:
+    def _route_may_have_moved(self, ref: QueueRef) -> None:
         """``ref``'s broker could not be reached (stopped, or replaced by a failover): its topic's route is asked for
         again now, not at the next periodic refresh (30 s), so the next call goes where the queue is now served."""
         self.core.refresh_route_soon(ref.queue.topic)
@@ -432,7 +432,7 @@ class ConsumerCalls:
         except grpc.RpcError as exc:
             error = from_rpc_error(exc, what)
             if isinstance(error, OMSConnectionException):
-                self.route_may_have_moved(ref)
+                self._route_may_have_moved(ref)
             raise error from None
         code = int(response.status.code)
         if code in (Code.OK, Code.MESSAGE_NOT_FOUND):

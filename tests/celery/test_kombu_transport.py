@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,14 @@ def _collect(conn: Connection, queue: Queue, n: int, timeout: float = 10.0, **co
 def _ack_all(got: list[Any]) -> None:
     for _, message in got:
         message.ack()
+
+
+def _drain_until(conn: Connection, done: Callable[[], bool], deadline: float) -> None:
+    """Deliver to ``conn``'s consumers until ``done()`` or ``deadline`` (``time.monotonic()``), riding out the
+    connection errors of a broker that is being restarted."""
+    while not done() and time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError, *conn.connection_errors):
+            conn.drain_events(timeout=1)
 
 
 @contextlib.contextmanager
@@ -559,10 +567,7 @@ def test_a_burst_of_publishes_across_a_broker_kill_loses_nothing_it_acknowledged
         c.transport._sender.flush(30)
         bodies: set[str] = set()
         with Consumer(c, [queue], callbacks=[lambda body, m: (bodies.add(body), m.ack())]):
-            deadline = time.monotonic() + 60
-            while not set(acknowledged) <= bodies and time.monotonic() < deadline:
-                with contextlib.suppress(TimeoutError):
-                    c.drain_events(timeout=1)
+            _drain_until(c, lambda: set(acknowledged) <= bodies, time.monotonic() + 60)
         missing = set(acknowledged) - bodies
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged publishes were lost"
 
@@ -590,56 +595,33 @@ def test_a_burst_the_broker_never_takes_is_reported_after_the_retry_time(tmp_pat
 
 
 @pytest.mark.timeout(120)
-def test_an_ack_the_killed_broker_missed_is_sent_again_and_the_message_does_not_come_back(
-    tmp_path: Path, qname: str
-) -> None:
-    """Receipt handles outlive a broker restart: an ack that failed while the broker was down is sent again once it
-    is back, so the acked message is not delivered a second time when its invisible time passes."""
-    invisible = 8.0
+@pytest.mark.parametrize("settle", ["ack", "requeue"])
+def test_a_settle_the_killed_broker_missed_is_made_again(tmp_path: Path, qname: str, settle: str) -> None:
+    """Receipt handles outlive a broker restart: an ack or a requeue that failed while the broker was down is made
+    again once it is back. An acked message is not delivered a second time when its invisible time passes; a
+    requeued one is delivered again then, not only when its invisible time passes."""
+    invisible = 8.0 if settle == "ack" else 30.0
     with _own_broker(tmp_path, qname, {**OPTIONS, "invisible_time": invisible}) as (broker, queue, c):
         with Producer(c) as producer:
-            producer.publish("once", exchange=queue.exchange, routing_key=qname, declare=[queue])
-        got = _collect(c, queue, 1, timeout=10)
-        assert [b for b, _ in got] == ["once"]
-        received = time.monotonic()
-        broker.kill()
-        got[0][1].ack()  # the settler's AckBatch finds no broker
-        time.sleep(0.3)
-        broker.start()
-        time.sleep(max(0.0, received + invisible + 2.0 - time.monotonic()))  # past when it would be visible again
-        again = _collect(c, queue, 1, timeout=2)
-        _ack_all(again)
-        assert not again, "the acked message was delivered again: its ack was dropped while the broker was down"
-
-
-@pytest.mark.timeout(120)
-def test_a_requeue_the_killed_broker_missed_is_made_again_and_the_message_comes_back_at_once(
-    tmp_path: Path, qname: str
-) -> None:
-    """A requeue that failed while the broker was down is made again once it is back: the message is delivered again
-    then, not only when its invisible time passes."""
-    invisible = 30.0
-    with _own_broker(tmp_path, qname, {**OPTIONS, "invisible_time": invisible}) as (broker, queue, c):
-        with Producer(c) as producer:
-            producer.publish("again", exchange=queue.exchange, routing_key=qname, declare=[queue])
+            producer.publish(settle, exchange=queue.exchange, routing_key=qname, declare=[queue])
         got: list[Any] = []
         with Consumer(c, [queue], callbacks=[lambda body, m: got.append((body, m))]):  # one consumer, as a worker
-            deadline = time.monotonic() + 10
-            while not got and time.monotonic() < deadline:
-                with contextlib.suppress(TimeoutError):
-                    c.drain_events(timeout=1)
-            assert [b for b, _ in got] == ["again"]
+            _drain_until(c, lambda: bool(got), time.monotonic() + 10)
+            assert [b for b, _ in got] == [settle]
             received = time.monotonic()
             broker.kill()
-            got[0][1].requeue()  # the settler's ChangeInvisibleDuration finds no broker
+            getattr(got[0][1], settle)()  # the settler's AckBatch / ChangeInvisibleDuration finds no broker
             time.sleep(0.3)
             broker.start()
-            while len(got) < 2 and time.monotonic() < received + invisible / 2:
-                with contextlib.suppress(TimeoutError, *c.connection_errors):
-                    c.drain_events(timeout=1)
+            # an ack: until past when the message would be visible again; a requeue: well before that
+            until = received + (invisible + 2.0 if settle == "ack" else invisible / 2)
+            _drain_until(c, lambda: len(got) > 1, until)
         again = got[1:]
         _ack_all(again)
-        assert [b for b, _ in again] == ["again"], "the requeued message waited out its invisible time"
+    if settle == "ack":
+        assert not again, "the acked message was delivered again: its ack was dropped while the broker was down"
+    else:
+        assert [b for b, _ in again] == [settle], "the requeued message waited out its invisible time"
 
 
 @pytest.mark.timeout(60)

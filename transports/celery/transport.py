@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -51,7 +52,7 @@ from transports.celery.options import (
     group_for_topic,
     topic_for_queue,
 )
-from transports.celery.timing import RECEIVE_LINGER_S, backoff_s
+from transports.celery.timing import RECEIVE_LINGER_S, Retries, backoff_s
 
 log = logging.getLogger("transports.celery")
 T = TypeVar("T")
@@ -629,14 +630,13 @@ class Settler:
         error) is made again with backoff until the first of them would be visible again (receipt handles outlive
         a broker restart, and a late one is refused anyway): dropped, an ack's tasks would run a second time, a
         requeue's would wait out their invisible time."""
-        give_up = min(h.renew_at for h in held) + self.transport._renew_after_s  # last renewal + invisible time
-        failures = 0
+        retries = Retries(min(h.renew_at for h in held) + self.transport._renew_after_s)  # last renewal + invisible
         while True:
             try:
                 return await call()
             except oms.OMSConnectionException as exc:
-                now = time.monotonic()
-                if now >= give_up:
+                wait = retries.next_wait()
+                if wait is None:
                     log.warning(
                         "%s of %d message(s) of %s failed (%s): visible again after the invisible time",
                         what,
@@ -645,12 +645,11 @@ class Settler:
                         exc,
                     )
                     return None
-                if not failures:
+                if retries.failures == 1:
                     log.warning(
                         "%s of %d message(s) of %s failed (%s); trying again", what, len(held), held[0].queue, exc
                     )
-                await asyncio.sleep(min(backoff_s(failures), give_up - now))
-                failures += 1
+                await asyncio.sleep(wait)
             except Exception as exc:  # the broker makes them visible again after the invisible time: nothing is lost
                 log.warning("%s of %d message(s) of %s failed: %s", what, len(held), held[0].queue, exc)
                 return None
@@ -781,29 +780,29 @@ class Sender:
         then, or on a failure that cannot pass (refused input or credentials), is it reported lost (the next
         publish raises)."""
         t = self.transport
-        give_up = time.monotonic() + t.options.publish_retry_timeout
-        failures = 0
+        retries = Retries(time.monotonic() + t.options.publish_retry_timeout)
         while True:
             try:
                 _, producer, _ = t._clients()
                 producer.send_batch(batch)
             except Exception as exc:
-                now = time.monotonic()
-                if isinstance(exc, PERMANENT_SEND_ERRORS) or now >= give_up or self._stop_passed():
+                wait = None if isinstance(exc, PERMANENT_SEND_ERRORS) or self._stop_passed() else retries.next_wait()
+                if wait is None:
                     t._on_batch_failed(exc, len(batch))
                     return
-                if not failures:
+                if retries.failures == 1:
                     log.warning(
                         "publish of %d message(s) failed (%s); sending it again for up to %.0fs",
                         len(batch),
                         exc,
                         t.options.publish_retry_timeout,
                     )
-                self._pause(min(backoff_s(failures), give_up - now))  # the last attempt when the time is up
-                failures += 1
+                self._pause(wait)
                 continue
-            if failures:
-                log.info("publish of %d message(s) went through after %d failed attempt(s)", len(batch), failures)
+            if retries.failures:
+                log.info(
+                    "publish of %d message(s) went through after %d failed attempt(s)", len(batch), retries.failures
+                )
             return
 
     def _stop_passed(self) -> bool:
@@ -813,12 +812,7 @@ class Sender:
         """Wait ``seconds`` between attempts; a stop whose deadline passes ends the wait."""
         until = time.monotonic() + seconds
         with self._cond:
-            while not self._stop_passed():
-                left = until - time.monotonic()
-                if left <= 0:
-                    return
-                if self._stop_deadline is not None:
-                    left = min(left, max(0.0, self._stop_deadline - time.monotonic()))
+            while (left := min(until, self._stop_deadline or math.inf) - time.monotonic()) > 0:
                 self._cond.wait(left)
 
 
